@@ -1,0 +1,120 @@
+"""One capacity check, shared by the sensor (poke) and the trigger (in a thread).
+
+Its settings are plain JSON values, so the trigger can be serialised and rebuilt in the
+triggerer with exactly the check the sensor would have run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from plugins.capacity.cluster import (
+    ClusterSnapshot,
+    kubernetes_api_client,
+    kubernetes_snapshot,
+    local_snapshot,
+)
+from plugins.capacity.fit import WaveFit, build_nodes, fit_wave
+from plugins.capacity.kueue import admission_labels, fit_cluster_queue, read_cluster_queue
+from plugins.capacity.pools import PoolSlots, open_slots
+from plugins.capacity.report import group_row, render_table
+from plugins.capacity.wave import parse_wave
+
+CLUSTERS = ("local", "kubernetes")
+
+
+@dataclass
+class CheckResult:
+    fits: bool
+    never: str | None  # set when some pod can never fit (fail instead of waiting)
+    table: str
+    xcom: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CapacityCheck:
+    wave: list[dict[str, Any]]
+    cluster: str = "local"
+    namespace: str | None = None
+    kubernetes_conn_id: str | None = "kubernetes_default"
+    config_file: str | None = None
+    cluster_context: str | None = None
+    airflow_pools: dict[str, int] | None = None
+    airflow_api_conn_id: str = "airflow_api"
+    kueue_cluster_queue: str | None = None
+    kueue_local_queue: str | None = None
+    fail_when_impossible: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.cluster not in CLUSTERS:
+            raise ValueError(f"cluster: expected one of {CLUSTERS}, got {self.cluster!r}")
+        if self.kueue_cluster_queue and self.cluster != "kubernetes":
+            raise ValueError("kueue_cluster_queue: Kueue mode needs cluster='kubernetes'")
+        parse_wave(self.wave)  # a bad wave fails here, naming the group and the field
+
+    def to_kwargs(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def fails_when_impossible(self) -> bool:
+        # On Kubernetes a cluster autoscaler may still add the node the pod needs.
+        if self.fail_when_impossible is None:
+            return self.cluster == "local"
+        return self.fail_when_impossible
+
+    def run(self, snapshot: ClusterSnapshot | None = None) -> CheckResult:
+        started = time.monotonic()
+        groups = parse_wave(self.wave)
+        pod_labels: dict[str, str] = {}
+        if self.kueue_cluster_queue:
+            client = self._api_client()
+            fit = fit_cluster_queue(groups, read_cluster_queue(client, self.kueue_cluster_queue))
+            pod_labels = admission_labels(self.kueue_local_queue)
+            source = f"kueue ClusterQueue {self.kueue_cluster_queue}"
+        else:
+            if snapshot is None:
+                snapshot = (local_snapshot() if self.cluster == "local"
+                            else kubernetes_snapshot(self._api_client()))
+            if snapshot.source == "local":
+                # The local runner runs every pod on this machine: selectors and taints
+                # written for the Kubernetes pools do not apply.
+                groups = [replace(g, node_selector={}, tolerations=()) for g in groups]
+            fit = fit_wave(groups, build_nodes(snapshot.nodes, snapshot.pods))
+            source = f"{snapshot.source}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods"
+        slots: list[PoolSlots] = []
+        if self.airflow_pools:
+            slots = open_slots(self.airflow_api_conn_id, self.airflow_pools)
+        fits = fit.fits and all(s.fits for s in slots)
+        rows = [group_row(g) for g in fit.groups] + [s.row() for s in slots]
+        table = render_table(rows) + _footer(fit, source, time.monotonic() - started)
+        return CheckResult(fits=fits, never=self._never(fit), table=table,
+                           xcom=_xcom(fit, pod_labels, self.namespace))
+
+    def _api_client(self) -> Any:
+        return kubernetes_api_client(self.kubernetes_conn_id, self.config_file,
+                                     self.cluster_context)
+
+    def _never(self, fit: WaveFit) -> str | None:
+        impossible = fit.never_fits
+        if not impossible or not self.fails_when_impossible:
+            return None
+        names = ", ".join(f"{g.group.name} ({g.why_not or 'no node'})" for g in impossible)
+        return f"these pods can never fit, even on an empty node: {names}"
+
+
+def _footer(fit: WaveFit, source: str, seconds: float) -> str:
+    skipped = "".join(f", {n} {reason}" for reason, n in sorted(fit.blocked.items()))
+    verdict = "wave fits" if fit.fits else "wave does not fit yet"
+    return f"\n[{verdict}; {source}{skipped}; checked in {seconds * 1000:.0f} ms]"
+
+
+def _xcom(fit: WaveFit, pod_labels: dict[str, str], namespace: str | None) -> dict[str, Any]:
+    """What the sensor returns: where each group would go, and labels for its pods."""
+    return {
+        "fits": fit.fits,
+        "placements": {g.group.name: g.placements for g in fit.groups},
+        "pod_labels": pod_labels,
+        "namespace": namespace,
+    }

@@ -1,0 +1,155 @@
+"""``synthfactory register``: a committed run becomes rows of an Iceberg table.
+
+The run's generated rows go into ``--table`` (one transaction, replacing any earlier
+copy of the same run), then one row of lineage and accounting into
+``{namespace}.runs``. The returned summary is what the Airflow task puts on the
+table's Asset event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from synthfactory import storage
+from synthfactory.catalog import config
+from synthfactory.catalog.iceberg_table import (
+    replace_run_rows,
+    run_rows_reader,
+    run_rows_schema,
+    split_identifier,
+)
+from synthfactory.catalog.lineage import PROPERTY_PREFIX, lineage_of
+from synthfactory.catalog.run_reader import read_committed_run
+from synthfactory.errors import SynthfactoryError
+
+log = logging.getLogger(__name__)
+
+RUNS_TABLE = "runs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="run URL: {root}/{pipeline}/{interval}")
+    parser.add_argument("--table", required=True, help="target table, NAMESPACE.TABLE")
+    config.add_catalog_arguments(parser)
+    parser.add_argument("--pipeline", help="pipeline name (default: from the run URL)")
+    parser.add_argument("--interval", help="data interval START/END (default: from the run URL)")
+    parser.add_argument("--airflow-run-id", help="the Airflow DAG run id, for lineage")
+
+
+def run(args: argparse.Namespace) -> dict:
+    return register(
+        run_url=args.run,
+        table=args.table,
+        settings=config.settings_from_args(args),
+        pipeline=args.pipeline,
+        interval=args.interval,
+        airflow_run_id=args.airflow_run_id,
+    )
+
+
+def runs_table_of(table: str) -> str:
+    namespace, _ = split_identifier(table)
+    return f"{namespace}.{RUNS_TABLE}"
+
+
+def register(
+    run_url: str,
+    table: str,
+    settings: config.CatalogSettings,
+    pipeline: str | None = None,
+    interval: str | None = None,
+    airflow_run_id: str | None = None,
+) -> dict:
+    namespace, name = split_identifier(table)
+    if name == RUNS_TABLE:
+        raise SynthfactoryError(
+            f"--table {table!r}: {namespace}.{RUNS_TABLE} holds the run lineage; pick another name"
+        )
+    committed = read_committed_run(run_url)  # refuses before anything is written
+    lineage = lineage_of(committed, pipeline, interval, airflow_run_id)
+    parts = [(s.name, url) for s in committed.shards for url in s.part_urls]
+    schema = run_rows_schema([url for _, url in parts])
+    registered_at = datetime.now(UTC)
+    properties = {
+        **lineage.snapshot_properties(),
+        PROPERTY_PREFIX + "registered-at": registered_at.isoformat(),
+    }
+
+    catalog = config.open_catalog(settings)
+    try:
+        written = replace_run_rows(
+            catalog,
+            table,
+            run_rows_reader(committed.run_url, parts, schema),
+            committed.run_url,
+            properties,
+        )
+        # A second transaction (pyiceberg has no multi-table commit); a failure here is
+        # repaired by registering again, which replaces both tables' rows of this run.
+        runs_row = lineage.runs_row(table, written.snapshot_id, registered_at)
+        replace_run_rows(
+            catalog,
+            runs_table_of(table),
+            pa.RecordBatchReader.from_batches(runs_row.schema, runs_row.to_batches()),
+            committed.run_url,
+            {PROPERTY_PREFIX + "table": table, PROPERTY_PREFIX + "run-url": committed.run_url},
+            key_columns=("table_name", "run_url"),
+            key_values=(table, committed.run_url),
+        )
+    finally:
+        config.close_catalog(catalog)
+
+    if written.rows_added != lineage.rows_generated:
+        raise SynthfactoryError(
+            f"{table}: appended {written.rows_added} rows but {committed.run_url} committed "
+            f"{lineage.rows_generated}; the parts changed while registering, register again"
+        )
+    log.info(
+        "registered %s rows of %s into %s (snapshot %s, %s rows replaced)",
+        written.rows_added, committed.run_url, table, written.snapshot_id, written.rows_replaced,
+    )
+    return {
+        "table": table,
+        **settings.describe(),
+        "runs_table": runs_table_of(table),
+        "snapshot_id": written.snapshot_id,
+        "metadata_location": written.metadata_location,
+        "rows": written.rows_added,
+        "files": written.files_added,
+        "source_parts": len(parts),
+        "rows_replaced": written.rows_replaced,
+        "table_rows": written.table_rows,
+        "registered_at": registered_at.isoformat(),
+        **asdict(lineage),
+        "query_hint": query_hint(settings, table, committed.run_url, written.metadata_location),
+    }
+
+
+def query_hint(
+    settings: config.CatalogSettings, table: str, run_url: str, metadata_location: str
+) -> dict[str, str]:
+    props = {k: v for k, v in settings.describe().items() if k in ("catalog_uri", "warehouse") and v}
+    kwargs = "".join(
+        f", {'uri' if k == 'catalog_uri' else k}={v!r}" for k, v in sorted(props.items())
+    )
+    metadata = (
+        storage.local_path(metadata_location)
+        if metadata_location.startswith("file://")
+        else metadata_location
+    )
+    return {
+        "pyiceberg": (
+            f"from pyiceberg.catalog import load_catalog; "
+            f"load_catalog({settings.name!r}{kwargs}).load_table({table!r})"
+            f".scan(row_filter=\"run_url == '{run_url}'\").to_arrow()"
+        ),
+        "duckdb": (
+            "INSTALL iceberg; LOAD iceberg; "
+            f"SELECT count(*) FROM iceberg_scan('{metadata}') WHERE run_url = '{run_url}'"
+        ),
+    }

@@ -1,0 +1,135 @@
+"""A run's lineage and accounting, in the three shapes it is published in.
+
+One ``RunLineage`` becomes the Iceberg snapshot summary properties (strings under
+``synthfactory.``), one row of the ``{namespace}.runs`` table, and the fields of the
+register summary that Airflow puts on the table's Asset event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import pyarrow as pa
+
+from synthfactory.catalog.run_reader import CommittedRun
+
+PROPERTY_PREFIX = "synthfactory."
+
+# The runs table: one row per (table_name, run_url); JSON columns hold nested lineage.
+RUNS_SCHEMA = pa.schema(
+    [
+        ("table_name", pa.string()),
+        ("run_url", pa.string()),
+        ("pipeline", pa.string()),
+        ("interval", pa.string()),
+        ("airflow_run_id", pa.string()),
+        ("manifest", pa.string()),
+        ("templates", pa.string()),  # JSON list of {id, version, style}
+        ("model", pa.string()),
+        ("engine_args", pa.string()),  # JSON
+        ("sampling", pa.string()),  # JSON
+        ("device", pa.string()),
+        ("shards", pa.int64()),
+        ("prompt_rows", pa.int64()),
+        ("rows_in", pa.int64()),
+        ("rows_generated", pa.int64()),
+        ("rows_quarantined", pa.int64()),
+        ("rows_flagged", pa.int64()),
+        ("prompt_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("device_seconds", pa.float64()),
+        ("snapshot_id", pa.int64()),
+        ("registered_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class RunLineage:
+    run_url: str
+    pipeline: str
+    interval: str
+    airflow_run_id: str | None
+    manifest: str | None
+    templates: list[dict]
+    model: str | None
+    engine_args: dict
+    sampling: dict
+    device: str | None
+    shards: int
+    prompt_rows: int
+    rows_in: int
+    rows_generated: int
+    rows_quarantined: int
+    rows_flagged: int
+    quality_flags: dict
+    prompt_tokens: int
+    output_tokens: int
+    device_seconds: float
+
+    def snapshot_properties(self) -> dict[str, str]:
+        """Iceberg summary properties must be strings: nested values go in as JSON."""
+        out = {}
+        for key, value in asdict(self).items():
+            if value is None:
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            out[PROPERTY_PREFIX + key.replace("_", "-")] = text
+        return out
+
+    def runs_row(self, table_name: str, snapshot_id: int, registered_at: datetime) -> pa.Table:
+        row = asdict(self)
+        row.update(table_name=table_name, snapshot_id=snapshot_id, registered_at=registered_at)
+        for key in ("templates", "engine_args", "sampling"):
+            row[key] = json.dumps(row[key], sort_keys=True)
+        return pa.Table.from_pylist([{f.name: row[f.name] for f in RUNS_SCHEMA}], RUNS_SCHEMA)
+
+
+def lineage_of(
+    run: CommittedRun,
+    pipeline: str | None = None,
+    interval: str | None = None,
+    airflow_run_id: str | None = None,
+) -> RunLineage:
+    # The layout is {root}/{pipeline}/{interval}: flags win, the path is the fallback.
+    path_pipeline, path_interval = run.run_url.rstrip("/").rsplit("/", 2)[-2:]
+    shards_json = run.shards_json
+    flags: dict[str, int] = {}
+    for shard in run.shards:
+        for flag, count in (shard.validation.get("flags") or {}).items():
+            flags[flag] = flags.get(flag, 0) + int(count or 0)
+    models = sorted({str(s.commit["model"]) for s in run.shards if s.commit.get("model")})
+    devices = sorted({str(s.commit["device"]) for s in run.shards if s.commit.get("device")})
+    return RunLineage(
+        run_url=run.run_url,
+        pipeline=pipeline or path_pipeline,
+        interval=interval or path_interval,
+        airflow_run_id=airflow_run_id,
+        manifest=shards_json.get("manifest"),
+        templates=list(shards_json.get("templates") or []),
+        model=", ".join(models) or None,
+        engine_args=_one_or_by_shard(run, "engine_args"),
+        sampling=_one_or_by_shard(run, "sampling"),
+        device=", ".join(devices) or None,
+        shards=len(run.shards),
+        prompt_rows=int(shards_json.get("prompt_rows", run.total("rows_in"))),
+        rows_in=int(run.total("rows_in")),
+        rows_generated=int(run.total("rows_generated")),
+        rows_quarantined=int(run.total("rows_quarantined")),
+        rows_flagged=sum(int(s.validation.get("rows_flagged") or 0) for s in run.shards),
+        quality_flags=flags,
+        prompt_tokens=int(run.total("prompt_tokens")),
+        output_tokens=int(run.total("output_tokens")),
+        device_seconds=round(float(run.total("device_seconds")), 3),
+    )
+
+
+def _one_or_by_shard(run: CommittedRun, key: str) -> dict:
+    """The shards' common value, or ``{"by_shard": {...}}`` when retries ran differently."""
+    values = {shard.name: shard.commit.get(key) or {} for shard in run.shards}
+    distinct = {json.dumps(v, sort_keys=True) for v in values.values()}
+    if len(distinct) == 1:
+        return next(iter(values.values()))
+    return {"by_shard": values}

@@ -1,0 +1,163 @@
+"""Read a run's committed shards and refuse a run whose counts do not add up.
+
+Everything a registration trusts is checked here, before anything is written: every
+shard of ``prompts/shards.json`` has its ``_COMMITTED.json``, each commit's counts
+add up (rows_in = rows_generated + rows_quarantined; rows_in is the prompt shard's
+size; its parts hold rows_generated rows, read from the parquet footers), the
+validation stats cover every generated row, and the shards' rows_in sum to the run's
+prompt rows. All problems are reported together, so one rerun can fix them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.layout import RunLayout
+
+COMMITTED = "_COMMITTED.json"
+_MAX_PROBLEMS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class CommittedShard:
+    name: str
+    commit_url: str
+    commit: dict
+    validation: dict
+    part_urls: tuple[str, ...]
+
+    @property
+    def rows_generated(self) -> int:
+        return int(self.commit["rows_generated"])
+
+
+@dataclass(frozen=True)
+class CommittedRun:
+    run_url: str
+    shards_json: dict
+    shards: tuple[CommittedShard, ...]
+
+    def total(self, key: str) -> int | float:
+        """Sum of a numeric ``_COMMITTED.json`` field over the shards (missing counts 0)."""
+        return sum(shard.commit.get(key) or 0 for shard in self.shards)
+
+    @property
+    def part_urls(self) -> list[str]:
+        return [url for shard in self.shards for url in shard.part_urls]
+
+
+def read_committed_run(run_url: str) -> CommittedRun:
+    layout = RunLayout(storage.normalize(run_url).rstrip("/"))
+    if not storage.exists(layout.shards_json):
+        raise SynthfactoryError(
+            f"{layout.shards_json}: not found; is {layout.run_url} a run folder that "
+            "`synthfactory stitch` has written?"
+        )
+    shards_json = storage.read_json(layout.shards_json)
+    entries = shards_json.get("shards") or []
+    if not entries:
+        raise SynthfactoryError(f"{layout.shards_json}: lists no shards, nothing to register")
+
+    uncommitted, problems, shards = [], [], []
+    for entry in entries:
+        name = entry["name"]
+        commit_url = storage.join(layout.generated, name, COMMITTED)
+        if not storage.exists(commit_url):
+            uncommitted.append(name)
+            continue
+        shard, shard_problems = _read_shard(layout, entry, commit_url)
+        shards.append(shard)
+        problems += shard_problems
+
+    if uncommitted:
+        problems.insert(
+            0,
+            f"{len(uncommitted)} of {len(entries)} shards are not committed (no {COMMITTED} "
+            f"under {layout.generated}): {', '.join(uncommitted)}; "
+            "finish `synthfactory rephrase` for them first",
+        )
+    else:
+        rows_in = sum(int(s.commit["rows_in"]) for s in shards)
+        prompt_rows = shards_json.get("prompt_rows")
+        if prompt_rows is not None and rows_in != int(prompt_rows):
+            problems.append(
+                f"{layout.shards_json}: counts do not add up: the shards' rows_in sum to "
+                f"{rows_in} but prompt_rows is {prompt_rows}"
+            )
+    if problems:
+        shown = problems[:_MAX_PROBLEMS_SHOWN]
+        if len(problems) > len(shown):
+            shown.append(f"... and {len(problems) - len(shown)} more")
+        raise SynthfactoryError(
+            f"refusing to register {layout.run_url}:\n  " + "\n  ".join(shown)
+        )
+    return CommittedRun(layout.run_url, shards_json, tuple(shards))
+
+
+def _read_shard(
+    layout: RunLayout, entry: dict, commit_url: str
+) -> tuple[CommittedShard, list[str]]:
+    name = entry["name"]
+    commit = storage.read_json(commit_url)
+    problems = []
+    missing = [k for k in ("rows_in", "rows_generated", "rows_quarantined", "parts") if k not in commit]
+    if missing:
+        problems.append(f"{commit_url}: missing field(s) {', '.join(missing)}")
+        return CommittedShard(name, commit_url, commit, {}, ()), problems
+
+    rows_in, generated = int(commit["rows_in"]), int(commit["rows_generated"])
+    quarantined = int(commit["rows_quarantined"])
+    if rows_in != generated + quarantined:
+        problems.append(
+            f"{commit_url}: counts do not add up: rows_in {rows_in} != rows_generated "
+            f"{generated} + rows_quarantined {quarantined}"
+        )
+    if "rows" in entry and rows_in != int(entry["rows"]):
+        problems.append(
+            f"{commit_url}: counts do not add up: rows_in {rows_in} but shards.json lists "
+            f"{entry['rows']} prompt rows for {name}"
+        )
+
+    part_urls = []
+    listed_rows = 0
+    for part in commit["parts"]:
+        url = storage.join(layout.generated, name, part["name"])
+        part_urls.append(url)
+        listed_rows += int(part["rows"])
+        actual = _parquet_rows(url)
+        if actual is None:
+            problems.append(f"{url}: listed in {COMMITTED} but missing or unreadable")
+        elif actual != int(part["rows"]):
+            problems.append(f"{url}: holds {actual} rows but {COMMITTED} lists {part['rows']}")
+    if listed_rows != generated:
+        problems.append(
+            f"{commit_url}: counts do not add up: parts list {listed_rows} rows but "
+            f"rows_generated is {generated}"
+        )
+
+    validation_url = storage.join(layout.validation, f"{name}.json")
+    validation: dict = {}
+    if not storage.exists(validation_url):
+        problems.append(f"{validation_url}: not found; run `synthfactory validate` first")
+    else:
+        validation = storage.read_json(validation_url)
+        if int(validation.get("rows", -1)) != generated:
+            problems.append(
+                f"{validation_url}: counts do not add up: validated {validation.get('rows')} "
+                f"rows but {name} generated {generated}"
+            )
+    return CommittedShard(name, commit_url, commit, validation, tuple(part_urls)), problems
+
+
+def _parquet_rows(url: str) -> int | None:
+    """Row count from the parquet footer alone (no data read)."""
+    fs, path = storage.filesystem(url)
+    try:
+        with fs.open_input_file(path) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+    except (FileNotFoundError, OSError, ValueError):
+        return None

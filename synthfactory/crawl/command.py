@@ -1,0 +1,146 @@
+"""``synthfactory crawl``: list a source's partitions into a parquet manifest.
+
+    synthfactory crawl --source s3://bucket/prefix --out URL \
+        [--interval-start ISO --interval-end ISO] [--partition-template 'dt={ds}'] \
+        [--workers N]
+
+Writes ``{out}/part-*.parquet`` (columns key, size, etag, last_modified, then one per
+partition column) and ``{out}/_SUMMARY.json``; returns the same summary (the XCom).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from synthfactory import storage
+from synthfactory.crawl import checkpoint
+from synthfactory.crawl.crawler import Crawler, CrawlSettings
+from synthfactory.crawl.interval import Interval, PartitionTemplate
+from synthfactory.crawl.listing import MAX_KEYS_CAP
+from synthfactory.crawl.manifest_writer import manifest_schema
+from synthfactory.crawl.scope import CrawlScope
+from synthfactory.errors import SynthfactoryError
+
+log = logging.getLogger(__name__)
+SUMMARY_NAME = "_SUMMARY.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", required=True, help="s3://bucket/prefix or file:///folder")
+    parser.add_argument("--out", required=True, help="manifest folder URL")
+    parser.add_argument("--interval-start", help="data interval start, ISO-8601 (inclusive)")
+    parser.add_argument("--interval-end", help="data interval end, ISO-8601 (exclusive)")
+    parser.add_argument(
+        "--partition-template",
+        help="partition path under the source, e.g. 'dt={ds}' or "
+        "'year={yyyy}/month={mm}/day={dd}' (placeholders ds, ds_nodash, yyyy, mm, dd, hh)",
+    )
+    parser.add_argument(
+        "--scope",
+        choices=("partition", "last-modified", "both"),
+        help="how the interval selects objects: by partition value, by LastModified in "
+        "[start, end), or both (default: partition with a template, else last-modified)",
+    )
+    parser.add_argument("--workers", type=int, default=8, help="concurrent listings (default 8)")
+    parser.add_argument(
+        "--fanout-depth", type=int, default=1,
+        help="levels of delimiter listing to fan out over before listing flat (default 1)",
+    )
+    parser.add_argument("--suffix", default=".parquet",
+                        help="only keys ending in this (default .parquet; '' for all)")
+    parser.add_argument("--max-keys", type=int, default=MAX_KEYS_CAP,
+                        help=f"keys per request, capped at {MAX_KEYS_CAP}")
+    parser.add_argument("--rows-per-part", type=int, default=100_000,
+                        help="manifest rows per part file (default 100000)")
+    parser.add_argument("--checkpoint-seconds", type=float, default=30.0,
+                        help="write a part and a checkpoint at least this often (default 30)")
+    parser.add_argument("--retry-mode", choices=("standard", "adaptive"),
+                        help="botocore retry mode (default: AWS_RETRY_MODE, else adaptive)")
+    parser.add_argument("--max-attempts", type=int,
+                        help="botocore attempts per request (default: AWS_MAX_ATTEMPTS, else 10)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    for option in ("workers", "rows_per_part", "max_keys"):
+        if getattr(args, option) < 1:
+            raise SynthfactoryError(f"--{option.replace('_', '-')} must be at least 1")
+    if args.fanout_depth < 0:
+        raise SynthfactoryError("--fanout-depth must be 0 or more")
+    if args.max_keys > MAX_KEYS_CAP:
+        log.warning("--max-keys %d capped at %d (S3's page limit)", args.max_keys, MAX_KEYS_CAP)
+    source = storage.normalize(args.source)
+    out = storage.normalize(args.out).rstrip("/")
+    interval = Interval.parse(args.interval_start, args.interval_end)
+    template = PartitionTemplate(args.partition_template) if args.partition_template else None
+    scope_mode = args.scope or ("partition" if template else "last-modified")
+    if scope_mode in ("partition", "both") and template is None and args.scope:
+        raise SynthfactoryError(f"--scope {args.scope} needs --partition-template")
+
+    lister = _lister(source, args)
+    scope = CrawlScope(
+        root_prefix=lister.root_prefix,
+        schema=manifest_schema(template.columns if template else []),
+        template=template,
+        interval=interval,
+        by_partition=scope_mode in ("partition", "both"),
+        by_last_modified=scope_mode in ("last-modified", "both"),
+        suffix=args.suffix,
+    )
+    fingerprint = {
+        "source": lister.source_url, "template": template.template if template else None,
+        "interval": [args.interval_start, args.interval_end], "scope": scope_mode,
+        "suffix": args.suffix, "fanout_depth": args.fanout_depth,
+    }
+    settings = CrawlSettings(args.workers, args.fanout_depth, args.rows_per_part,
+                             args.checkpoint_seconds)
+    summary_url = storage.join(out, SUMMARY_NAME)
+    storage.delete(summary_url)  # until this crawl finishes, the folder has no valid summary
+    result = Crawler(lister, scope, out, settings, fingerprint).run()
+
+    warnings = []
+    if result["objects"] == 0:
+        warnings.append(f"{lister.source_url}: no objects in scope; the manifest is empty")
+    if result["skipped"].get("unmatched_template"):
+        warnings.append(
+            f"{result['skipped']['unmatched_template']} keys do not match the partition "
+            f"template {template.template!r} (e.g. {result['unmatched_example']}); not in "
+            "the manifest"
+        )
+    for warning in warnings:
+        log.warning(warning)
+    summary = {
+        "objects": result["objects"],
+        "bytes": result["bytes"],
+        "partitions": result["partitions"],
+        "manifest_url": out,
+        "requests": result["requests"],
+        "source": lister.source_url,
+        "interval_start": interval.start.isoformat() if interval else None,
+        "interval_end": interval.end.isoformat() if interval else None,
+        "partition_template": template.template if template else None,
+        "partition_columns": template.columns if template else [],
+        "scope": scope_mode if interval else None,
+        "parts": result["parts"],
+        "requests_this_run": result["requests_this_run"],
+        "retries": result["retries"],
+        "resumed": result["resumed"],
+        "skipped": result["skipped"],
+        "workers": args.workers,
+        "wall_s": result["wall_s"],
+        "warnings": warnings,
+    }
+    storage.write_json(summary_url, summary)
+    checkpoint.clear(out)
+    return summary
+
+
+def _lister(source: str, args: argparse.Namespace):
+    if storage.scheme(source) == "s3":
+        from synthfactory.crawl.s3_lister import S3Lister, make_client
+
+        client = make_client(args.workers, args.retry_mode, args.max_attempts)
+        return S3Lister(source, client, page_size=args.max_keys)
+    from synthfactory.crawl.local_lister import LocalLister
+
+    return LocalLister(source, page_size=args.max_keys)

@@ -1,0 +1,118 @@
+"""``s3://`` sources through boto3 ListObjectsV2: 1,000 keys a request, never one per object.
+
+The client comes from the standard AWS configuration (``AWS_ENDPOINT_URL[_S3]``,
+profiles, environment credentials); nothing is hard-coded. Throttling (503 SlowDown,
+500s) is retried by botocore's retry handler in ``standard`` or ``adaptive`` mode
+(adaptive also rate-limits the client, which is shared by all worker threads).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo
+from synthfactory.errors import SynthfactoryError
+
+_DENIED = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+           "AccountProblem", "InvalidToken", "ExpiredToken", "403"}
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+              "ServiceUnavailable", "503", "InternalError", "500"}
+
+
+def make_client(workers: int, retry_mode: str | None = None, max_attempts: int | None = None):
+    """A thread-safe S3 client; retry settings from the arguments, else AWS_RETRY_MODE /
+    AWS_MAX_ATTEMPTS, else adaptive with 10 attempts."""
+    import boto3
+    from botocore.config import Config
+
+    mode = retry_mode or os.environ.get("AWS_RETRY_MODE") or "adaptive"
+    attempts = max_attempts or int(os.environ.get("AWS_MAX_ATTEMPTS") or 10)
+    config = Config(
+        retries={"mode": mode, "max_attempts": attempts},
+        max_pool_connections=max(10, workers + 2),
+    )
+    return boto3.session.Session().client("s3", config=config)
+
+
+class S3Lister:
+    def __init__(self, source_url: str, client, page_size: int = MAX_KEYS_CAP):
+        rest = source_url.split("://", 1)[1]
+        self.bucket, _, prefix = rest.partition("/")
+        if not self.bucket:
+            raise SynthfactoryError(f"{source_url}: no bucket name in the URL")
+        self.source_url = f"s3://{self.bucket}/{prefix}".rstrip("/")
+        self.root_prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.client = client
+        self.page_size = max(1, min(page_size, MAX_KEYS_CAP))
+
+    def url_of(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def pages(self, task: ListTask, token: str | None) -> Iterator[ListPage]:
+        kwargs = {"Bucket": self.bucket, "Prefix": task.prefix, "MaxKeys": self.page_size}
+        if task.delimited:
+            kwargs["Delimiter"] = "/"
+        while True:
+            if token:
+                kwargs["ContinuationToken"] = token
+            response = self._list(kwargs)
+            token = response.get("NextContinuationToken") if response.get("IsTruncated") else None
+            yield ListPage(
+                objects=[
+                    ObjectInfo(
+                        key=item["Key"],
+                        size=int(item["Size"]),
+                        etag=item.get("ETag", "").strip('"') or None,
+                        last_modified=item["LastModified"],
+                    )
+                    for item in response.get("Contents", ())
+                ],
+                children=[p["Prefix"] for p in response.get("CommonPrefixes", ())],
+                next_token=token,
+                retries=response.get("ResponseMetadata", {}).get("RetryAttempts", 0),
+            )
+            if token is None:
+                return
+
+    def _list(self, kwargs: dict) -> dict:
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ParamValidationError,
+        )
+
+        where = f"s3://{self.bucket}/{kwargs['Prefix']}"
+        try:
+            return self.client.list_objects_v2(**kwargs)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            attempts = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+            if code == "NoSuchBucket":
+                raise SynthfactoryError(f"{where}: bucket {self.bucket!r} does not exist") from exc
+            if code in _DENIED:
+                raise SynthfactoryError(
+                    f"{where}: access denied listing the bucket ({code}); check the credentials "
+                    "and that they allow s3:ListBucket"
+                ) from exc
+            if code in _THROTTLED:
+                raise SynthfactoryError(
+                    f"{where}: still throttled ({code}) after {attempts + 1} attempts; "
+                    "raise --max-attempts or lower --workers"
+                ) from exc
+            raise SynthfactoryError(
+                f"{where}: ListObjectsV2 failed: {code}: {error.get('Message', exc)}"
+            ) from exc
+        except EndpointConnectionError as exc:
+            raise SynthfactoryError(f"{where}: cannot reach the S3 endpoint ({exc})") from exc
+        except NoCredentialsError as exc:
+            raise SynthfactoryError(
+                f"{where}: no AWS credentials found (environment, profile or instance role)"
+            ) from exc
+        except ParamValidationError as exc:
+            raise SynthfactoryError(f"{where}: invalid request ({exc})") from exc
+        except BotoCoreError as exc:
+            raise SynthfactoryError(f"{where}: listing failed ({exc})") from exc

@@ -1,0 +1,110 @@
+"""``synthfactory stitch``: the Spark prompt-stitching step."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.layout import RunLayout
+from synthfactory.model import default_model_dir
+from synthfactory.stitch.job import StitchConfig, stitch
+from synthfactory.stitch.spark_session import spark_session
+from synthfactory.stitch.templates import load_templates
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--manifest", required=True, help="manifest folder URL (crawl output)")
+    parser.add_argument("--out", required=True, help="run URL; writes prompts/ and quarantine/")
+    parser.add_argument("--templates", required=True, help="NAME[,NAME...] of shipped templates")
+    parser.add_argument("--shard-tokens", type=int, required=True,
+                        help="token budget per shard (prompt + max new tokens)")
+    parser.add_argument("--styles-per-doc", type=int, default=1)
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument("--text-column", default="text")
+    parser.add_argument("--id-column", default="id")
+    parser.add_argument("--quality-column", default=None)
+    parser.add_argument("--min-quality", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default=None, help="model folder with tokenizer.json")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL")
+
+
+def manifest_files(manifest_url: str) -> list[str]:
+    parts = [u for u in storage.list_files(manifest_url, suffix=".parquet")
+             if u.rsplit("/", 1)[-1].startswith("part-")]
+    if not parts:
+        raise SynthfactoryError(f"{manifest_url}: no manifest part-*.parquet files")
+    keys: list[str] = []
+    for part in parts:
+        table = storage.read_table(part)
+        if "key" not in table.column_names:
+            raise SynthfactoryError(f"{part}: missing column 'key'")
+        keys += table.column("key").to_pylist()
+    for key in keys[:1]:
+        if "://" not in key:
+            raise SynthfactoryError(f"{manifest_url}: key {key!r} is not a URL")
+    return sorted(set(keys))
+
+
+def run(args: argparse.Namespace) -> dict:
+    if args.shard_tokens < args.max_model_len:
+        raise SynthfactoryError(
+            f"--shard-tokens {args.shard_tokens} is below --max-model-len {args.max_model_len}: "
+            "one prompt would not fit in a shard"
+        )
+    if args.min_quality is not None and not args.quality_column:
+        raise SynthfactoryError("--min-quality needs --quality-column")
+    templates = load_templates([n.strip() for n in args.templates.split(",") if n.strip()])
+    if not 1 <= args.styles_per_doc <= len(templates):
+        raise SynthfactoryError(
+            f"--styles-per-doc {args.styles_per_doc}: must be between 1 and the "
+            f"{len(templates)} template(s) given"
+        )
+    files = manifest_files(args.manifest)
+    cfg = StitchConfig(
+        files=files, run=RunLayout(storage.normalize(args.out)), templates=templates,
+        model_dir=str(args.model or default_model_dir()), shard_tokens=args.shard_tokens,
+        styles_per_doc=args.styles_per_doc, max_new_tokens=args.max_new_tokens,
+        max_model_len=args.max_model_len, text_column=args.text_column,
+        id_column=args.id_column, quality_column=args.quality_column,
+        min_quality=args.min_quality, seed=args.seed, master=args.master,
+    )
+    started = time.monotonic()
+    spark = spark_session(args.master)
+    try:
+        plan = stitch(cfg, spark)
+    except Exception as exc:  # Spark wraps worker errors; surface ours by its message
+        message = _our_error(exc)
+        if message:
+            raise SynthfactoryError(message) from exc
+        raise
+    finally:
+        spark.stop()
+    log.info("stitched %d rows into %d shards (%d quarantined)",
+             plan["prompt_rows"], len(plan["shards"]), plan["quarantined"])
+    return {
+        "run": cfg.run.run_url, "shards_json": cfg.run.shards_json,
+        "shards": len(plan["shards"]), "rows_in": plan["rows_in"],
+        "prompt_rows": plan["prompt_rows"], "quarantined": plan["quarantined"],
+        "tokens": sum(s["tokens"] for s in plan["shards"]),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _our_error(exc: Exception) -> str | None:
+    """The SynthfactoryError message inside a Spark Python-worker traceback, if any."""
+    text = str(exc)
+    marker = "synthfactory.errors.SynthfactoryError: "
+    if marker in text:
+        return text.split(marker, 1)[1].splitlines()[0]
+    return None
+
+
+

@@ -1,0 +1,190 @@
+"""The stitch Spark job: documents x templates -> right-sized prompt shards + quarantine."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from functools import partial
+
+import pyarrow as pa
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.layout import RunLayout
+from synthfactory.stitch import reader, sharding, tokens
+from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate
+
+log = logging.getLogger(__name__)
+
+READER_DDL = "id string, text string, quality double, source string, source_row long, reason string"
+SHARD_COLUMNS = ["id", "template_id", "template_version", "style", "system", "user",
+                 "prompt_tokens", "max_new_tokens"]
+ORDER = ["source", "source_row", "template_id"]
+
+
+@dataclass(frozen=True)
+class StitchConfig:
+    files: list[str]
+    run: RunLayout
+    templates: list[PromptTemplate]
+    model_dir: str
+    shard_tokens: int
+    styles_per_doc: int = 1
+    max_new_tokens: int = 256
+    max_model_len: int = 2048
+    text_column: str = "text"
+    id_column: str = "id"
+    quality_column: str | None = None
+    min_quality: float | None = None
+    seed: int = 0
+    master: str = "local[*]"
+
+
+def _too_long_reason(prompt: int, new: int, limit: int) -> str:
+    return f"too long for the context window ({prompt} prompt + {new} new tokens > {limit})"
+
+
+def stitch(cfg: StitchConfig, spark) -> dict:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    tok_json = tokens.tokenizer_json(cfg.model_dir)
+    bc_tok = spark.sparkContext.broadcast(tok_json)
+
+    @pandas_udf("long")
+    def doc_tokens(text):  # a pandas Series in, one Rust batch call per Arrow batch
+        import pandas as pd
+
+        return pd.Series(tokens.count_tokens(bc_tok.value, text.fillna("").tolist()))
+
+    files = spark.createDataFrame([(u,) for u in cfg.files], "url string")
+    files = files.repartition(max(1, min(len(cfg.files), 64)))
+    rows = files.mapInArrow(
+        partial(reader.read_files, id_column=cfg.id_column, text_column=cfg.text_column,
+                quality_column=cfg.quality_column),
+        READER_DDL,
+    )
+    # A repeated id would make (id, template) ambiguous downstream: keep the first.
+    first = Window.partitionBy("id").orderBy("source", "source_row")
+    rows = rows.withColumn(
+        "reason",
+        F.when(F.col("reason").isNotNull(), F.col("reason"))
+        .when(F.row_number().over(first) > 1, F.lit("duplicate id")),
+    )
+    if cfg.min_quality is not None:
+        rows = rows.withColumn(
+            "reason",
+            F.when(F.col("reason").isNotNull(), F.col("reason"))
+            .when(F.col("quality").isNull(), F.lit("quality missing"))
+            .when(F.col("quality") < cfg.min_quality,
+                  F.lit(f"quality below threshold {cfg.min_quality}")),
+        )
+    rows = rows.persist()
+
+    good = rows.filter(F.col("reason").isNull()).withColumn("doc_tokens", doc_tokens("text"))
+    templates = spark.createDataFrame(
+        [
+            (t.id, t.version, t.style, t.system, t.user,
+             tokens.template_overhead(tok_json, t.system, t.user.replace("{" + PLACEHOLDER + "}", "")))
+            for t in cfg.templates
+        ],
+        "template_id string, template_version int, style string, system string, "
+        "user_template string, overhead long",
+    )
+    # K styles per document, chosen by a hash of (id, seed, template): stable on rerun.
+    pick = Window.partitionBy("id").orderBy(
+        F.xxhash64("id", F.lit(cfg.seed), "template_id"), "template_id")
+    selected = (
+        good.crossJoin(F.broadcast(templates))
+        .withColumn("pick", F.row_number().over(pick))
+        .filter(F.col("pick") <= cfg.styles_per_doc)
+        .withColumn("prompt_tokens", F.col("doc_tokens") + F.col("overhead"))
+    )
+    per_doc = selected.groupBy("id").agg(F.max("prompt_tokens").alias("longest"))
+    limit = cfg.max_model_len - cfg.max_new_tokens
+    too_long = per_doc.filter(F.col("longest") > limit)
+    too_long_udf = F.udf(lambda n: _too_long_reason(n, cfg.max_new_tokens, cfg.max_model_len))
+    prompts = (
+        selected.join(too_long.select("id"), "id", "left_anti")
+        .withColumn("user", F.expr(f"replace(user_template, '{{{PLACEHOLDER}}}', text)"))
+        .withColumn("max_new_tokens", F.lit(cfg.max_new_tokens))
+        .withColumn("cost_tokens", F.col("prompt_tokens") + F.lit(cfg.max_new_tokens))
+        .select(*SHARD_COLUMNS, "source", "source_row", "cost_tokens")
+    )
+    partitions = max(1, min(64, len(cfg.files)))
+    ordered = prompts.repartitionByRange(partitions, *ORDER).sortWithinPartitions(*ORDER).persist()
+    totals = {r["partition"]: r["tokens"] for r in ordered.mapInArrow(
+        sharding.partition_totals, "partition int, tokens long").collect()}
+    offsets = sharding.prefix_offsets(totals, ordered.rdd.getNumPartitions())
+    with_shard = ordered.mapInArrow(
+        partial(sharding.assign_shards, offsets=offsets, budget=cfg.shard_tokens),
+        StructType([*ordered.schema.fields, StructField("shard", LongType())]),
+    ).persist()
+    shard_ids = sorted(r["shard"] for r in with_shard.select("shard").distinct().collect())
+    dense = {raw: i for i, raw in enumerate(shard_ids)}  # oversized rows can skip an id
+
+    storage.delete(cfg.run.prompts)  # a rerun rewrites the same names with the same rows
+    def write_shard(table: pa.Table) -> pa.Table:  # PySpark 4.3 needs hints, not a partial
+        return _write_shard(table, cfg.run, dense)
+
+    written = with_shard.groupBy("shard").applyInArrow(
+        write_shard,
+        "name string, url string, rows long, tokens long",
+    ).collect()
+    shards = sorted((r.asDict() for r in written), key=lambda s: s["name"])
+
+    quarantine = (
+        rows.filter(F.col("reason").isNotNull()).select("id", "source", "source_row", "reason")
+        .unionByName(
+            rows.join(too_long, "id").select(
+                "id", "source", "source_row", too_long_udf(F.col("longest")).alias("reason"))
+        )
+        .orderBy("source", "source_row")
+    )
+    quarantined = quarantine.toArrow()
+    quarantine_url = storage.join(cfg.run.quarantine, "stitch", "part-00000.parquet")
+    storage.delete(storage.join(cfg.run.quarantine, "stitch"))
+    if quarantined.num_rows:
+        storage.write_table(quarantined, quarantine_url)
+
+    rows_in = rows.count()
+    prompt_rows = sum(s["rows"] for s in shards)
+    if prompt_rows != (rows_in - quarantined.num_rows) * cfg.styles_per_doc:
+        raise SynthfactoryError(
+            f"stitch accounting failed: {rows_in} rows in, {quarantined.num_rows} quarantined, "
+            f"{prompt_rows} prompt rows for {cfg.styles_per_doc} styles per document"
+        )
+    reasons = Counter(quarantined.column("reason").to_pylist()) if quarantined.num_rows else {}
+    plan = {
+        "shards": shards,
+        "templates": [{"id": t.id, "version": t.version, "style": t.style} for t in cfg.templates],
+        "rows_in": rows_in,
+        "prompt_rows": prompt_rows,
+        "quarantined": quarantined.num_rows,
+        "quarantine_reasons": dict(sorted(reasons.items())),
+        "quarantine_url": quarantine_url if quarantined.num_rows else None,
+        "styles_per_doc": cfg.styles_per_doc,
+        "shard_tokens": cfg.shard_tokens,
+        "max_new_tokens": cfg.max_new_tokens,
+        "max_model_len": cfg.max_model_len,
+        "seed": cfg.seed,
+        "files": len(cfg.files),
+    }
+    storage.write_json(cfg.run.shards_json, plan)
+    for frame in (rows, ordered, with_shard):
+        frame.unpersist()
+    return plan
+
+
+def _write_shard(table: pa.Table, run: RunLayout, dense: dict[int, int]) -> pa.Table:
+    """``applyInArrow`` body: one shard's rows -> one deterministically named file."""
+    index = dense[table.column("shard")[0].as_py()]
+    table = table.sort_by([(c, "ascending") for c in ORDER])
+    url = run.prompt_shard(index)
+    storage.write_table(table.select(SHARD_COLUMNS), url)
+    tokens_sum = int(pa.compute.sum(table.column("cost_tokens")).as_py())
+    return pa.table({"name": [f"shard-{index:05d}"], "url": [url], "rows": [table.num_rows],
+                     "tokens": [tokens_sum]})

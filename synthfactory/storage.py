@@ -1,0 +1,163 @@
+"""One storage layer for ``file://`` and ``s3://`` URLs; nothing else branches on the scheme.
+
+Built on ``pyarrow.fs``: its S3 client needs no s3fs and takes the endpoint from the
+standard AWS configuration (``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``, profiles,
+environment credentials), so any S3-compatible store works. Writes are atomic for a
+reader: a local file is written beside its target and renamed; an S3 PUT is atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from functools import lru_cache
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from synthfactory.errors import SynthfactoryError
+
+SCHEMES = ("file", "s3")
+
+
+def normalize(url: str) -> str:
+    """A plain path becomes a ``file://`` URL; other schemes are refused by name."""
+    if "://" not in url:
+        return "file://" + os.path.abspath(url)
+    scheme = url.split("://", 1)[0]
+    if scheme not in SCHEMES:
+        raise SynthfactoryError(f"{url}: unsupported URL scheme {scheme!r} (use file:// or s3://)")
+    return url
+
+
+def join(url: str, *parts: str) -> str:
+    url = normalize(url).rstrip("/")
+    return "/".join([url, *(p.strip("/") for p in parts if p)])
+
+
+def scheme(url: str) -> str:
+    return normalize(url).split("://", 1)[0]
+
+
+@lru_cache(maxsize=8)
+def _s3_filesystem(endpoint: str | None, region: str | None) -> pafs.S3FileSystem:
+    kwargs: dict = {}
+    if endpoint:
+        parsed = urlparse(endpoint)
+        kwargs["endpoint_override"] = parsed.netloc or parsed.path
+        kwargs["scheme"] = parsed.scheme or "https"
+    if region:
+        kwargs["region"] = region
+    return pafs.S3FileSystem(**kwargs)
+
+
+def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and the path inside it for ``url``."""
+    url = normalize(url)
+    if url.startswith("file://"):
+        return pafs.LocalFileSystem(), url[len("file://") :]
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return _s3_filesystem(endpoint, region), url[len("s3://") :]
+
+
+def local_path(url: str) -> str:
+    """The local path of a ``file://`` URL (for tools that want a path)."""
+    url = normalize(url)
+    if not url.startswith("file://"):
+        raise SynthfactoryError(f"{url}: a local file:// URL is needed here")
+    return url[len("file://") :]
+
+
+def exists(url: str) -> bool:
+    fs, path = filesystem(url)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def makedirs(url: str) -> None:
+    fs, path = filesystem(url)
+    fs.create_dir(path, recursive=True)
+
+
+def read_bytes(url: str) -> bytes:
+    fs, path = filesystem(url)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return stream.read()
+    except FileNotFoundError as exc:
+        raise SynthfactoryError(f"{url}: not found") from exc
+
+
+def write_bytes(url: str, data: bytes) -> None:
+    fs, path = filesystem(url)
+    parent = path.rsplit("/", 1)[0]
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(parent, recursive=True)
+        tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.{uuid.uuid4().hex}.tmp"
+        with fs.open_output_stream(tmp) as out:
+            out.write(data)
+        os.replace(tmp, path)
+    else:
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+
+
+def read_json(url: str):
+    data = read_bytes(url)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise SynthfactoryError(f"{url}: not valid JSON ({exc})") from exc
+
+
+def write_json(url: str, obj) -> None:
+    write_bytes(url, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def read_table(url: str, columns: list[str] | None = None) -> pa.Table:
+    fs, path = filesystem(url)
+    try:
+        return pq.read_table(path, filesystem=fs, columns=columns)
+    except FileNotFoundError as exc:
+        raise SynthfactoryError(f"{url}: not found") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise SynthfactoryError(f"{url}: unreadable parquet ({exc})") from exc
+
+
+def write_table(table: pa.Table, url: str, **kwargs) -> None:
+    """Write parquet atomically (temp name then rename locally; one PUT on S3)."""
+    fs, path = filesystem(url)
+    if isinstance(fs, pafs.LocalFileSystem):
+        parent = path.rsplit("/", 1)[0]
+        fs.create_dir(parent, recursive=True)
+        tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(table, tmp, filesystem=fs, **kwargs)
+        os.replace(tmp, path)
+    else:
+        pq.write_table(table, path, filesystem=fs, **kwargs)
+
+
+def list_files(url: str, suffix: str = "") -> list[str]:
+    """Every file under ``url`` (recursive), as URLs, sorted; hidden temp files skipped."""
+    url = normalize(url)
+    fs, path = filesystem(url)
+    selector = pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True)
+    prefix = url.split("://", 1)[0] + "://"
+    out = []
+    for info in fs.get_file_info(selector):
+        name = info.path.rsplit("/", 1)[-1]
+        if info.type == pafs.FileType.File and not name.startswith(".") and name.endswith(suffix):
+            out.append(prefix + info.path)
+    return sorted(out)
+
+
+def delete(url: str) -> None:
+    fs, path = filesystem(url)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+    elif info.type == pafs.FileType.File:
+        fs.delete_file(path)

@@ -1,0 +1,159 @@
+"""``synthfactory smoke``: train a tiny model a few steps on synthetic or real tokens.
+
+    synthfactory smoke --spec examples/lengths/bimodal.json --steps 20
+    synthfactory smoke --from-run file:///.../run --steps 20            # empirical lengths
+    synthfactory smoke --from-run URL --real-tokens --tokenizer MODEL_DIR  # generated text
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+
+DEFAULT_VOCAB = 49152  # SmolLM2's, the embedded model
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--spec", help="length spec JSON file (URL or path)")
+    src.add_argument("--from-run", help="run URL: lengths (or tokens) of its generated parts")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--real-tokens", action="store_true",
+                        help="with --from-run: train on the tokenized output_text")
+    parser.add_argument("--tokenizer", help="model folder holding tokenizer.json")
+    parser.add_argument("--vocab-size", type=int, help="default: the tokenizer's, else 49152")
+    parser.add_argument("--token", choices=("random", "constant"), default="random",
+                        help="synthetic tokens; constant is unfit for MoE routing tests")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dp", type=int, default=1, help="data-parallel ranks (for sharding)")
+    parser.add_argument("--dp-rank", type=int, default=0)
+    parser.add_argument("--overlong", choices=("drop", "truncate"), default="drop")
+    parser.add_argument("--packing", choices=("first_fit", "best_fit", "concat_then_split"),
+                        default="first_fit")
+    parser.add_argument("--num-packing-bins", type=int, default=16)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--output", help="also write the summary JSON here (URL or path)")
+
+
+def run(args) -> dict:
+    from synthfactory.training.loader import LoaderConfig, PackedLoader
+    from synthfactory.training.smoke import SmokeConfig, train
+    from synthfactory.training.tiny_model import TinyModelConfig
+
+    if args.real_tokens and not (args.from_run and args.tokenizer):
+        raise SynthfactoryError("--real-tokens needs --from-run URL and --tokenizer MODEL_DIR")
+    started = time.perf_counter()
+    tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
+    vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB)
+    loader_cfg = LoaderConfig(
+        seq_len=args.seq_len, batch_size=args.batch_size,
+        packing=args.packing, num_packing_bins=args.num_packing_bins,
+    )
+    if args.real_tokens:
+        documents, counts = _real_documents(args, tokenizer, vocab)
+        kind = "real"
+    else:
+        documents = _synthetic_documents(args, vocab)
+        kind, counts = args.token, None
+    loader = PackedLoader(documents, loader_cfg)
+    model_cfg = TinyModelConfig(
+        vocab_size=vocab, max_seq_len=args.seq_len, d_model=args.d_model,
+        n_layers=args.layers, n_heads=args.heads,
+    )
+    smoke_cfg = SmokeConfig(steps=args.steps, lr=args.lr, device=args.device, tokens=kind,
+                            seed=args.seed)
+    figures = train(model_cfg, loader, smoke_cfg)
+    summary = {
+        "status": "ok",
+        "source": args.spec or args.from_run,
+        "tokens": kind,
+        "vocab_size": vocab,
+        "seq_len": args.seq_len,
+        "batch_size": args.batch_size,
+        "packing": loader_cfg.packing.value,
+        "overlong": args.overlong,
+        **(counts if counts is not None else loader.source_counts()),
+        **figures,
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
+    if args.output:
+        storage.write_json(args.output, summary)
+    return summary
+
+
+def _synthetic_documents(args, vocab: int):
+    from synthfactory.training.length_source import LengthSourceConfig
+    from synthfactory.training.lengths import EmpiricalLengthSpec, load_spec
+    from synthfactory.training.loader import synthetic_documents
+    from synthfactory.training.run_data import read_output_lengths
+    from synthfactory.training.token_processors import (
+        ConstantTokenProcessor,
+        RandomTokenProcessor,
+    )
+
+    if args.spec:
+        spec = load_spec(args.spec)
+    else:
+        spec = EmpiricalLengthSpec(read_output_lengths(args.from_run), source=args.from_run)
+    source = LengthSourceConfig(
+        spec, max_len=args.seq_len, seed=args.seed, dp_rank=args.dp_rank, overlong=args.overlong
+    )
+    processor = (
+        RandomTokenProcessor(vocab, seed=args.seed, dp_rank=args.dp_rank)
+        if args.token == "random"
+        else ConstantTokenProcessor(vocab_size=vocab)
+    )
+    return synthetic_documents(source, processor)
+
+
+def _real_documents(args, tokenizer, vocab: int):
+    from synthfactory.training.loader import real_documents
+    from synthfactory.training.run_data import read_output_texts
+
+    texts = read_output_texts(args.from_run)
+    if not texts:
+        raise SynthfactoryError(f"{args.from_run}: no non-empty output_text to train on")
+    docs, dropped, truncated = [], 0, 0
+    for enc in tokenizer.encode_batch(texts):
+        ids = np.asarray(enc.ids, dtype=np.int32)
+        if ids.size == 0:
+            continue
+        if ids.size > args.seq_len:
+            if args.overlong == "drop":
+                dropped += 1
+                continue
+            ids, truncated = ids[: args.seq_len], truncated + 1
+        docs.append(ids)
+    if not docs:
+        raise SynthfactoryError(
+            f"{args.from_run}: every document is longer than --seq-len {args.seq_len} "
+            "and --overlong drop dropped them all"
+        )
+    top = max(int(d.max()) for d in docs)
+    if top >= vocab:
+        raise SynthfactoryError(f"--vocab-size {vocab}: the tokenizer produced token id {top}")
+    counts = {"documents": len(docs), "dropped": dropped, "truncated": truncated}
+    return real_documents(docs, seed=args.seed, dp_rank=args.dp_rank, dp=args.dp), counts
+
+
+def _load_tokenizer(model_dir: str):
+    from tokenizers import Tokenizer
+
+    url = storage.join(model_dir, "tokenizer.json")
+    try:
+        return Tokenizer.from_str(storage.read_bytes(url).decode())
+    except SynthfactoryError:
+        raise
+    except Exception as exc:  # tokenizers raises plain Exception subclasses
+        raise SynthfactoryError(f"{url}: not a tokenizers tokenizer.json ({exc})") from exc

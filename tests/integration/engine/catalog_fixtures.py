@@ -1,0 +1,228 @@
+"""Build a realistic committed run folder, as stitch, rephrase and validate leave it.
+
+Follows docs/contracts.md: prompt shards and shards.json, generated parts with the
+contract's columns, quarantine parts, ``_COMMITTED.json`` written last, validation
+JSON. Every shard quarantines its last ``quarantined`` rows, so counts add up unless a
+test breaks them on purpose. Also: a throwaway PostgreSQL database per test session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from synthfactory import storage
+from synthfactory.layout import RunLayout
+
+MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+ENGINE_ARGS = {"max_num_seqs": 32, "dtype": "bfloat16", "max_model_len": 2048}
+TEMPLATES = [
+    {"id": "encyclopedic", "version": "1", "style": "encyclopedic"},
+    {"id": "qa", "version": "2", "style": "qa"},
+]
+
+
+@dataclass
+class RunFixture:
+    run_url: str
+    layout: RunLayout
+    generated: list[dict] = field(default_factory=list)  # every committed generated row
+
+    @property
+    def generated_keys(self) -> list[tuple[str, str, int]]:
+        return sorted((r["shard"], r["id"], r["row"]) for r in self.generated)
+
+    def commit_url(self, index: int) -> str:
+        return storage.join(self.layout.generated_shard(index), "_COMMITTED.json")
+
+    def edit_commit(self, index: int, **changes) -> None:
+        commit = storage.read_json(self.commit_url(index))
+        commit.update(changes)
+        storage.write_json(self.commit_url(index), commit)
+
+
+def build_run(
+    root_url: str,
+    pipeline: str = "wrap-demo",
+    interval: str = "2024-01-01",
+    shard_rows: tuple[int, ...] = (5, 4),
+    quarantined: int = 1,
+    rows_per_part: int = 2,
+    extra_columns: dict[str, str] | None = None,
+    engine_args_by_shard: dict[int, dict] | None = None,
+) -> RunFixture:
+    layout = RunLayout.for_interval(root_url, pipeline, interval)
+    fixture = RunFixture(layout.run_url, layout)
+    shard_entries, docs = [], set()
+    for index, rows in enumerate(shard_rows):
+        prompts = _prompt_rows(pipeline, interval, index, rows)
+        docs.update(p["id"] for p in prompts)
+        storage.write_table(pa.Table.from_pylist(prompts), layout.prompt_shard(index))
+        shard_entries.append(
+            {
+                "name": f"shard-{index:05d}",
+                "url": layout.prompt_shard(index),
+                "rows": rows,
+                "tokens": sum(p["prompt_tokens"] for p in prompts),
+            }
+        )
+        engine_args = (engine_args_by_shard or {}).get(index, ENGINE_ARGS)
+        fixture.generated += _write_shard(
+            layout, index, prompts, quarantined, rows_per_part, extra_columns or {}, engine_args
+        )
+    storage.write_json(
+        layout.shards_json,
+        {
+            "shards": shard_entries,
+            "templates": TEMPLATES,
+            "rows_in": len(docs),
+            "prompt_rows": sum(shard_rows),
+            "quarantined": 0,
+            "styles_per_doc": len(TEMPLATES),
+            "shard_tokens": 4096,
+            "manifest": storage.join(root_url, pipeline, interval, "manifest"),
+        },
+    )
+    return fixture
+
+
+def _prompt_rows(pipeline: str, interval: str, index: int, rows: int) -> list[dict]:
+    out = []
+    for row in range(rows):
+        template = TEMPLATES[row % len(TEMPLATES)]
+        doc = f"{pipeline}-{interval}-doc-{index}-{row // len(TEMPLATES)}"
+        out.append(
+            {
+                "id": doc,
+                "template_id": template["id"],
+                "template_version": template["version"],
+                "style": template["style"],
+                "system": "You rewrite documents.",
+                "user": f"Rewrite in the {template['style']} style: text of {doc}.",
+                "prompt_tokens": 20 + row,
+                "max_new_tokens": 128,
+            }
+        )
+    return out
+
+
+def _write_shard(
+    layout: RunLayout,
+    index: int,
+    prompts: list[dict],
+    quarantined: int,
+    rows_per_part: int,
+    extra_columns: dict[str, str],
+    engine_args: dict,
+) -> list[dict]:
+    name = f"shard-{index:05d}"
+    shard_url = layout.generated_shard(index)
+    keep = len(prompts) - quarantined
+    generated = []
+    for row, prompt in enumerate(prompts[:keep]):
+        text = f"{prompt['style']} rewrite number {row} of {prompt['id']}. " * (1 + row % 3)
+        generated.append(
+            {
+                "id": prompt["id"],
+                "template_id": prompt["template_id"],
+                "template_version": prompt["template_version"],
+                "row": row,
+                "output_text": text,
+                "prompt_tokens": prompt["prompt_tokens"],
+                "output_tokens": len(text.split()),
+                "finish_reason": "stop",
+                "model": MODEL,
+                **extra_columns,
+            }
+        )
+    parts = []
+    for k, start in enumerate(range(0, len(generated), rows_per_part)):
+        chunk = generated[start : start + rows_per_part]
+        part = f"part-{k:05d}.parquet"
+        storage.write_table(pa.Table.from_pylist(chunk), storage.join(shard_url, part))
+        parts.append(
+            {"name": part, "rows": len(chunk), "start_row": start, "end_row": start + len(chunk)}
+        )
+    quarantine_parts = []
+    if quarantined:
+        rows = [
+            {"id": p["id"], "template_id": p["template_id"], "row": keep + i, "reason": "too_long"}
+            for i, p in enumerate(prompts[keep:])
+        ]
+        url = storage.join(layout.quarantine, "rephrase", name, "part-00000.parquet")
+        storage.write_table(pa.Table.from_pylist(rows), url)
+        quarantine_parts.append({"name": "part-00000.parquet", "rows": quarantined})
+
+    tokens = sorted(r["output_tokens"] for r in generated) or [0]
+    storage.write_json(
+        storage.join(layout.validation, f"{name}.json"),
+        {
+            "shard": name,
+            "rows": len(generated),
+            "output_tokens": {
+                "count": len(generated), "min": tokens[0], "p50": tokens[len(tokens) // 2],
+                "p90": tokens[-1], "p99": tokens[-1], "max": tokens[-1],
+                "mean": sum(tokens) / len(tokens),
+            },
+            "flags": {"empty": 0, "truncated": 1, "repetition": 0, "refusal": 0},
+            "rows_flagged": 1,
+        },
+    )  # fmt: skip
+    ids = "\n".join(r["id"] + "/" + r["template_id"] for r in generated)
+    storage.write_json(  # written last, as the worker does
+        storage.join(shard_url, "_COMMITTED.json"),
+        {
+            "shard": name,
+            "prompt_shard": layout.prompt_shard(index),
+            "rows_in": len(prompts),
+            "rows_generated": len(generated),
+            "rows_quarantined": quarantined,
+            "parts": parts,
+            "quarantine_parts": quarantine_parts,
+            "prompt_tokens": sum(p["prompt_tokens"] for p in prompts),
+            "output_tokens": sum(r["output_tokens"] for r in generated),
+            "ids_checksum": "sha256:" + hashlib.sha256(ids.encode()).hexdigest(),
+            "model": MODEL,
+            "engine_args": engine_args,
+            "sampling": {"temperature": 0.0, "max_tokens": 128},
+            "timings": {"started": "2024-01-02T00:00:00+00:00",
+                        "finished": "2024-01-02T00:01:00+00:00",
+                        "wall_s": 60.0, "generation_s": 50.0},
+            "device_seconds": 60.0 + index,
+            "device": "cpu",
+        },
+    )  # fmt: skip
+    return [{**r, "shard": name} for r in generated]
+
+
+@contextlib.contextmanager
+def postgres_database():
+    """A uniquely named database on the local server, dropped afterwards.
+
+    Yields its SQLAlchemy URI, or None when no server answers (the caller skips).
+    """
+    try:
+        import psycopg2
+    except ImportError:
+        yield None
+        return
+    try:
+        admin = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname="test",
+                                 connect_timeout=3)  # fmt: skip
+    except psycopg2.OperationalError:
+        yield None
+        return
+    name = f"sf_catalog_{uuid.uuid4().hex[:12]}"
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

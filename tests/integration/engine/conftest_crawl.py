@@ -1,0 +1,151 @@
+"""Fixtures for the crawl tests: a real moto S3 server over HTTP, seeding through its
+backend (HTTP uploads of thousands of objects are too slow), and a throttling proxy.
+
+Import the fixtures into a test module: ``from conftest_crawl import crawl_s3, ...``.
+(conftest.py in this folder is shared; this file is the crawl's own.)
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+CRAWL_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class CrawlS3:
+    """A moto server on 127.0.0.1 and direct access to its backend for seeding."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+
+    @property
+    def backend(self):
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        return s3_backends[DEFAULT_ACCOUNT_ID]["global"]
+
+    def create_bucket(self, name: str) -> None:
+        self.backend.create_bucket(name, "us-east-1")
+
+    def seed(self, bucket: str, keys: Iterable[str], body: bytes = b"x",
+             last_modified: datetime | None = None) -> None:
+        for key in keys:
+            obj = self.backend.put_object(bucket, key, body)
+            if last_modified is not None:
+                obj.last_modified = last_modified
+
+    def client(self, endpoint: str | None = None):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=endpoint or self.endpoint, region_name="us-east-1")
+
+
+@pytest.fixture(scope="module")
+def crawl_s3() -> Iterator[CrawlS3]:
+    saved = {k: os.environ.get(k) for k in [*CRAWL_ENV, "AWS_ENDPOINT_URL"]}
+    s3 = CrawlS3()
+    s3.server.start()
+    os.environ.update(CRAWL_ENV, AWS_ENDPOINT_URL=s3.endpoint)
+    try:
+        yield s3
+    finally:
+        s3.server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class ThrottlingProxy:
+    """Forwards HTTP to moto; answers 503 SlowDown to the first ``fail_first`` list
+    requests, and can delay every request (to make a crawl slow enough to kill)."""
+
+    def __init__(self, upstream_port: int, fail_first: int = 0, delay_s: float = 0.0):
+        self.upstream_port = upstream_port
+        self.fail_first = fail_first
+        self.delay_s = delay_s
+        self.throttled = 0
+        self.forwarded = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # keep test output quiet
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                with proxy._lock:
+                    throttle = proxy.throttled < proxy.fail_first
+                    if throttle:
+                        proxy.throttled += 1
+                    else:
+                        proxy.forwarded += 1
+                if throttle:
+                    payload = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown"
+                               b"</Code><Message>Please reduce your request rate.</Message>"
+                               b"</Error>")
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                if proxy.delay_s:
+                    time.sleep(proxy.delay_s)
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
+                response = upstream.getresponse()
+                data = response.read()
+                self.send_response(response.status)
+                for name, value in response.getheaders():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                upstream.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ThrottlingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,156 @@
+"""Register committed runs into Iceberg on SQLite and PostgreSQL catalogs and read them back."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pyarrow as pa
+import pytest
+from catalog_fixtures import ENGINE_ARGS, MODEL, build_run, postgres_database
+from pyiceberg.expressions import EqualTo
+
+from synthfactory.catalog import config
+from synthfactory.catalog.command import register
+
+
+@pytest.fixture(scope="module")
+def postgres_uri():
+    with postgres_database() as uri:
+        if uri is None:
+            pytest.skip("PostgreSQL on 127.0.0.1:5432 is unreachable (user postgres, db test)")
+        yield uri
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(request, tmp_path) -> config.CatalogSettings:
+    if request.param == "sqlite":
+        uri = f"sqlite:///{tmp_path}/catalog/catalog.db"
+    else:
+        uri = request.getfixturevalue("postgres_uri")
+    return config.resolve_catalog("test", uri=uri, warehouse=f"file://{tmp_path}/warehouse")
+
+
+@pytest.fixture
+def table() -> str:
+    # A namespace per test: the PostgreSQL database is shared by the module's tests.
+    return f"synth_{uuid.uuid4().hex[:8]}.rephrased"
+
+
+def _read(settings: config.CatalogSettings, identifier: str, row_filter=None) -> pa.Table:
+    catalog = config.open_catalog(settings)
+    try:
+        scan = catalog.load_table(identifier).scan(**({"row_filter": row_filter} if row_filter else {}))
+        return scan.to_arrow()
+    finally:
+        config.close_catalog(catalog)
+
+
+def _keys(rows: pa.Table) -> list[tuple[str, str, int]]:
+    return sorted(zip(rows["shard"].to_pylist(), rows["id"].to_pylist(), rows["row"].to_pylist(),
+                      strict=True))  # fmt: skip
+
+
+def test_register_reads_back_exactly_the_committed_rows(tmp_path, settings, table):
+    run = build_run(f"file://{tmp_path}/root", shard_rows=(5, 4), quarantined=1)
+    summary = register(run.run_url, table, settings, airflow_run_id="scheduled__2024-01-02")
+
+    rows = _read(settings, table)
+    assert _keys(rows) == run.generated_keys
+    by_key = {(r["shard"], r["row"]): r for r in run.generated}
+    for got in rows.to_pylist():
+        want = by_key[(got["shard"], got["row"])]
+        assert got["output_text"] == want["output_text"]
+        assert got["output_tokens"] == want["output_tokens"]
+        assert got["run_url"] == run.run_url
+
+    assert summary["table"] == table and summary["catalog"] == "test"
+    assert summary["rows"] == 7 == len(rows)
+    assert (summary["rows_in"], summary["rows_quarantined"], summary["prompt_rows"]) == (9, 2, 9)
+    assert summary["files"] >= 1 and summary["source_parts"] == 4
+    assert summary["pipeline"] == "wrap-demo" and summary["interval"] == "2024-01-01"
+    assert summary["model"] == MODEL and summary["engine_args"] == ENGINE_ARGS
+    assert summary["device_seconds"] == 121.0  # 60 + 61
+    assert json.loads(json.dumps(summary)) == summary  # goes onto an Asset event as is
+
+
+def test_snapshot_summary_carries_the_lineage(tmp_path, settings, table):
+    run = build_run(f"file://{tmp_path}/root")
+    summary = register(run.run_url, table, settings, interval="2024-01-01/2024-01-02",
+                       airflow_run_id="manual__1")  # fmt: skip
+    catalog = config.open_catalog(settings)
+    try:
+        snapshot = catalog.load_table(table).current_snapshot()
+    finally:
+        config.close_catalog(catalog)
+    assert snapshot.snapshot_id == summary["snapshot_id"]
+    props = snapshot.summary.additional_properties
+    assert props["synthfactory.run-url"] == run.run_url
+    assert props["synthfactory.interval"] == "2024-01-01/2024-01-02"
+    assert props["synthfactory.airflow-run-id"] == "manual__1"
+    assert props["synthfactory.model"] == MODEL
+    assert json.loads(props["synthfactory.engine-args"]) == ENGINE_ARGS
+    assert [t["id"] for t in json.loads(props["synthfactory.templates"])] == ["encyclopedic", "qa"]
+    assert props["synthfactory.rows-generated"] == "7"
+
+
+def test_registering_a_run_twice_leaves_one_copy(tmp_path, settings, table):
+    first = build_run(f"file://{tmp_path}/root", interval="2024-01-01", shard_rows=(5, 4))
+    second = build_run(f"file://{tmp_path}/root", interval="2024-01-02", shard_rows=(3,))
+    register(first.run_url, table, settings)
+    register(second.run_url, table, settings)
+    again = register(first.run_url, table, settings)
+
+    rows = _read(settings, table)
+    assert len(rows) == 7 + 2 == again["table_rows"]
+    assert again["rows"] == 7 and again["rows_replaced"] == 7
+    assert _keys(_read(settings, table, EqualTo("run_url", first.run_url))) == first.generated_keys
+    assert _keys(_read(settings, table, EqualTo("run_url", second.run_url))) == second.generated_keys
+
+    runs = _read(settings, table.rsplit(".", 1)[0] + ".runs").to_pylist()
+    assert sorted((r["interval"], r["rows_generated"], r["rows_in"]) for r in runs) == [
+        ("2024-01-01", 7, 9),
+        ("2024-01-02", 2, 3),
+    ]
+    latest = next(r for r in runs if r["run_url"] == first.run_url)
+    assert latest["snapshot_id"] == again["snapshot_id"]
+    assert latest["prompt_tokens"] == again["prompt_tokens"] > 0
+
+
+def test_a_new_column_evolves_the_schema(tmp_path, settings, table):
+    old = build_run(f"file://{tmp_path}/root", interval="2024-01-01")
+    new = build_run(f"file://{tmp_path}/root", interval="2024-01-02",
+                    extra_columns={"language": "en"})  # fmt: skip
+    register(old.run_url, table, settings)
+    register(new.run_url, table, settings)
+    register(old.run_url, table, settings)  # an old-schema run still registers after evolution
+
+    rows = _read(settings, table)
+    languages = {(r["run_url"], r["language"]) for r in rows.to_pylist()}
+    assert languages == {(old.run_url, None), (new.run_url, "en")}
+    assert len(rows) == 14
+
+
+def test_the_query_hint_reads_the_run_back(tmp_path, settings, table):
+    run = build_run(f"file://{tmp_path}/root")
+    summary = register(run.run_url, table, settings)
+    import_line, expression = summary["query_hint"]["pyiceberg"].split("; ", 1)
+    namespace: dict = {}
+    exec(import_line, namespace)
+    assert eval(expression, namespace).num_rows == 7
+    assert summary["metadata_location"].removeprefix("file://") in summary["query_hint"]["duckdb"]
+
+
+def test_with_nothing_configured_the_catalog_lives_under_synthfactory_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.pyiceberg.yaml
+    for name in [n for n in os.environ if n.upper().startswith("PYICEBERG_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SYNTHFACTORY_HOME", str(tmp_path / "sf"))
+    monkeypatch.chdir(tmp_path)
+    run = build_run(f"file://{tmp_path}/root")
+    summary = register(run.run_url, "synth.rephrased", config.resolve_catalog("synthfactory"))
+
+    assert summary["catalog_uri"] == f"sqlite:///{tmp_path}/sf/var/catalog/catalog.db"
+    assert (tmp_path / "sf/var/catalog/catalog.db").is_file()
+    assert summary["metadata_location"].startswith(f"file://{tmp_path}/sf/var/warehouse/")
