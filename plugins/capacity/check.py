@@ -106,7 +106,8 @@ class CapacityCheck:
 
 def _footer(fit: WaveFit, source: str, seconds: float) -> str:
     skipped = "".join(f", {n} {reason}" for reason, n in sorted(fit.blocked.items()))
-    verdict = "wave fits" if fit.fits else "wave does not fit yet"
+    verdict = ("wave fits" if fit.fits else "some pods can never fit" if fit.never_fits
+               else "wave does not fit yet")
     return f"\n[{verdict}; {source}{skipped}; checked in {seconds * 1000:.0f} ms]"
 
 

@@ -58,9 +58,13 @@ def fit_cluster_queue(groups: Sequence[PodGroup], cluster_queue: Mapping[str, An
     resource_groups = flavor_bins(cluster_queue)
     covered = set().union(*(names for names, _ in resource_groups)) if resource_groups else set()
     results: dict[str, GroupFit] = {}
+    placements: dict[str, dict[str, int]] = {}
     for names, bins in resource_groups:
-        sub_groups = [_restrict(g, names) for g in groups if set(g.shown_resources) & names]
+        flavors = {b.name for b in bins}
+        sub_groups = [_restrict(g, names, flavors) for g in groups
+                      if set(g.shown_resources) & names]
         for result in fit_wave(sub_groups, bins).groups:
+            placements.setdefault(result.group.name, {}).update(result.placements)
             previous = results.get(result.group.name)
             if previous is None or result.placed < previous.placed:
                 results[result.group.name] = result
@@ -73,13 +77,15 @@ def fit_cluster_queue(groups: Sequence[PodGroup], cluster_queue: Mapping[str, An
                               largest_node=None, never_fits=group.count > 0,
                               why_not=f"ClusterQueue covers none of {missing or 'its resources'}")
         else:
-            result = replace(result, group=group, why_not=result.why_not.replace(
-                "nodes are available", "flavors have quota"))
+            result = replace(result, group=group, placements=placements[group.name],
+                             why_not=result.why_not.replace("nodes are available",
+                                                            "flavors have quota"))
         fits.append(result)
     return WaveFit(groups=fits, nodes=sum(len(bins) for _, bins in resource_groups))
 
 
-def _restrict(group: PodGroup, names: set[str]) -> PodGroup:
+def _restrict(group: PodGroup, names: set[str], flavors: set[str]) -> PodGroup:
+    """The part of `group` one resource group sees; a pinned flavour binds only its own."""
     requests = {n: v for n, v in group.requests.items() if n in names and n != PODS}
-    selector = {_FLAVOR_LABEL: group.flavor} if group.flavor else {}
+    selector = {_FLAVOR_LABEL: group.flavor} if group.flavor in flavors else {}
     return replace(group, requests=requests, node_selector=selector, tolerations=())

@@ -73,6 +73,8 @@ def _parse_group(index: int, raw: Any) -> PodGroup:
         raise WaveError(f"{where}.pool: expected a non-empty string, got {pool!r}")
     where = f"{where} (pool {pool!r})"
     count = raw.get("count", 1)
+    if isinstance(count, str) and count.strip().isdigit():
+        count = int(count)  # a Jinja-rendered count arrives as text
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise WaveError(f"{where}.count: expected an integer >= 0, got {count!r}")
     requests = raw.get("requests") or {}

@@ -17,9 +17,14 @@ from synthfactory.catalog.iceberg_table import split_identifier
 from synthfactory.errors import SynthfactoryError
 
 TOTALLED = (
-    "rows_in", "rows_generated", "rows_quarantined", "rows_flagged",
-    "prompt_tokens", "output_tokens", "device_seconds",
-)  # fmt: skip
+    "rows_in",
+    "rows_generated",
+    "rows_quarantined",
+    "rows_flagged",
+    "prompt_tokens",
+    "output_tokens",
+    "device_seconds",
+)
 RUN_COLUMNS = ("pipeline", "interval", *TOTALLED, "registered_at", "airflow_run_id")
 
 
@@ -62,7 +67,9 @@ def show_table(catalog, settings: config.CatalogSettings, identifier: str) -> di
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError as exc:
-        raise SynthfactoryError(f"{identifier}: no such table in catalog {settings.name!r}") from exc
+        raise SynthfactoryError(
+            f"{identifier}: no such table in catalog {settings.name!r}"
+        ) from exc
     stats = _table_stats(table, identifier)
     columns = [f"{field.name} {field.field_type}" for field in table.schema().fields]
     runs = [] if name == RUNS_TABLE else _runs_of(catalog, identifier)

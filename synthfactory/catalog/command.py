@@ -111,7 +111,11 @@ def register(
         )
     log.info(
         "registered %s rows of %s into %s (snapshot %s, %s rows replaced)",
-        written.rows_added, committed.run_url, table, written.snapshot_id, written.rows_replaced,
+        written.rows_added,
+        committed.run_url,
+        table,
+        written.snapshot_id,
+        written.rows_replaced,
     )
     return {
         "table": table,
@@ -133,7 +137,9 @@ def register(
 def query_hint(
     settings: config.CatalogSettings, table: str, run_url: str, metadata_location: str
 ) -> dict[str, str]:
-    props = {k: v for k, v in settings.describe().items() if k in ("catalog_uri", "warehouse") and v}
+    props = {
+        k: v for k, v in settings.describe().items() if k in ("catalog_uri", "warehouse") and v
+    }
     kwargs = "".join(
         f", {'uri' if k == 'catalog_uri' else k}={v!r}" for k, v in sorted(props.items())
     )

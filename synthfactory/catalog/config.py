@@ -96,7 +96,9 @@ def resolve_catalog(
 
 def _is_sql(properties: dict[str, Any]) -> bool:
     kind = str(properties.get("type", "")).lower()
-    return kind == "sql" or (not kind and str(properties.get("uri", "")).startswith(("sqlite", "postgresql")))
+    return kind == "sql" or (
+        not kind and str(properties.get("uri", "")).startswith(("sqlite", "postgresql"))
+    )
 
 
 def open_catalog(settings: CatalogSettings):
@@ -112,16 +114,23 @@ def open_catalog(settings: CatalogSettings):
     warehouse = properties.get("warehouse", "")
     if warehouse.startswith("file://"):
         storage.makedirs(warehouse)
-    elif warehouse.startswith("s3://") and "s3.endpoint" not in properties:
-        # The same endpoint storage.py uses, so one AWS configuration serves run and warehouse.
+    elif warehouse.startswith("s3://"):
+        # The endpoint and region storage.py uses, so one AWS configuration serves the run
+        # and the warehouse. A known region also spares pyiceberg's bucket-region lookup,
+        # which goes to AWS itself (and hangs for seconds off-line or on another store).
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if endpoint and "s3.endpoint" not in properties:
             properties["s3.endpoint"] = endpoint
+        if region and "s3.region" not in properties and "client.region" not in properties:
+            properties["s3.region"] = region
     try:
         return load_catalog(settings.name, **properties)
     except (ValueError, ImportError) as exc:
         where = redact_uri(uri) if uri else "its configuration"
-        raise SynthfactoryError(f"catalog {settings.name!r} ({where}): cannot open ({exc})") from exc
+        raise SynthfactoryError(
+            f"catalog {settings.name!r} ({where}): cannot open ({exc})"
+        ) from exc
 
 
 def close_catalog(catalog) -> None:

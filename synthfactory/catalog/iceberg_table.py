@@ -37,7 +37,9 @@ class WriteResult:
 def split_identifier(identifier: str) -> tuple[str, str]:
     namespace, dot, name = identifier.rpartition(".")
     if not dot or not namespace or not name:
-        raise SynthfactoryError(f"--table {identifier!r}: expected NAMESPACE.TABLE, e.g. synth.rephrased")
+        raise SynthfactoryError(
+            f"--table {identifier!r}: expected NAMESPACE.TABLE, e.g. synth.rephrased"
+        )
     return namespace, name
 
 
@@ -49,8 +51,16 @@ def run_rows_schema(part_urls: list[str]) -> pa.Schema:
         with fs.open_input_file(path) as handle:
             schemas.append(pq.read_schema(handle))
     unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
-    fields = [f for f in unified if f.name not in (SHARD_COLUMN, RUN_COLUMN)]
-    return pa.schema([*fields, pa.field(SHARD_COLUMN, pa.string()), pa.field(RUN_COLUMN, pa.string())])
+    fields = [
+        # A column a writer left all-null (e.g. from_pylist of Nones) has Arrow type null,
+        # which Iceberg lacks; every such column in the contract is a string.
+        f.with_type(pa.string()) if pa.types.is_null(f.type) else f
+        for f in unified
+        if f.name not in (SHARD_COLUMN, RUN_COLUMN)
+    ]
+    return pa.schema(
+        [*fields, pa.field(SHARD_COLUMN, pa.string()), pa.field(RUN_COLUMN, pa.string())]
+    )
 
 
 def run_rows_reader(
@@ -130,5 +140,7 @@ def replace_run_rows(
         rows_added=_count("added-records"),
         files_added=_count("added-data-files"),
         rows_replaced=_count("deleted-records"),
-        table_rows=int(current.summary.get("total-records", 0)) if current and current.summary else 0,
+        table_rows=int(current.summary.get("total-records", 0))
+        if current and current.summary
+        else 0,
     )

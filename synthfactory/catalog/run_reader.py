@@ -92,9 +92,7 @@ def read_committed_run(run_url: str) -> CommittedRun:
         shown = problems[:_MAX_PROBLEMS_SHOWN]
         if len(problems) > len(shown):
             shown.append(f"... and {len(problems) - len(shown)} more")
-        raise SynthfactoryError(
-            f"refusing to register {layout.run_url}:\n  " + "\n  ".join(shown)
-        )
+        raise SynthfactoryError(f"refusing to register {layout.run_url}:\n  " + "\n  ".join(shown))
     return CommittedRun(layout.run_url, shards_json, tuple(shards))
 
 
@@ -104,7 +102,9 @@ def _read_shard(
     name = entry["name"]
     commit = storage.read_json(commit_url)
     problems = []
-    missing = [k for k in ("rows_in", "rows_generated", "rows_quarantined", "parts") if k not in commit]
+    missing = [
+        k for k in ("rows_in", "rows_generated", "rows_quarantined", "parts") if k not in commit
+    ]
     if missing:
         problems.append(f"{commit_url}: missing field(s) {', '.join(missing)}")
         return CommittedShard(name, commit_url, commit, {}, ()), problems

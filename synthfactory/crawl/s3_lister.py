@@ -29,7 +29,9 @@ def make_client(workers: int, retry_mode: str | None = None, max_attempts: int |
     mode = retry_mode or os.environ.get("AWS_RETRY_MODE") or "adaptive"
     attempts = max_attempts or int(os.environ.get("AWS_MAX_ATTEMPTS") or 10)
     config = Config(
-        retries={"mode": mode, "max_attempts": attempts},
+        # total_max_attempts counts the first try, like AWS_MAX_ATTEMPTS; the dict's
+        # "max_attempts" would count retries only
+        retries={"mode": mode, "total_max_attempts": attempts},
         max_pool_connections=max(10, workers + 2),
     )
     return boto3.session.Session().client("s3", config=config)

@@ -76,7 +76,7 @@ _PARAMETRIC = {
     "uniform": ((), lambda lo, hi: {}),
     "normal": (("mean", "std"), lambda lo, hi: {"mean": (lo + hi) / 2, "std": (hi - lo) / 6}),
     # mean and sigma of the underlying normal, as numpy's lognormal takes them.
-    "lognormal": (("mean", "sigma"), lambda lo, hi: {"mean": math.log(max(lo, 1) * 8), "sigma": 1.0}),
+    "lognormal": (("mean", "sigma"), lambda lo, hi: {"mean": math.log(lo * 8), "sigma": 1.0}),
     # lengths = min_len - 1 + Zipf(alpha): heavy tail starting at min_len.
     "zipf": (("alpha",), lambda lo, hi: {"alpha": 1.5}),
 }

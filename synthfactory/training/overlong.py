@@ -7,14 +7,14 @@ length. Neither is silent: both are counted and reported in the summary.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 from synthfactory.errors import SynthfactoryError
 
 
-class OverlongPolicy(str, Enum):
+class OverlongPolicy(StrEnum):
     DROP = "drop"
     TRUNCATE = "truncate"
 

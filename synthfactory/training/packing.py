@@ -10,14 +10,14 @@ and ``loss_mask`` (1 where the next token belongs to the same document).
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 from synthfactory.errors import SynthfactoryError
 
 
-class PackingStrategy(str, Enum):
+class PackingStrategy(StrEnum):
     FIRST_FIT = "first_fit"
     BEST_FIT = "best_fit"
     CONCAT_THEN_SPLIT = "concat_then_split"

@@ -25,9 +25,9 @@ def length_stats(lengths: np.ndarray) -> dict:
     return {
         "count": int(lengths.size),
         "min": int(lengths.min()),
-        "p50": float(p50),
-        "p90": float(p90),
-        "p99": float(p99),
+        "p50": round(float(p50), 3),
+        "p90": round(float(p90), 3),
+        "p99": round(float(p99), 3),
         "max": int(lengths.max()),
         "mean": round(float(lengths.mean()), 3),
         "total_tokens": int(lengths.sum()),

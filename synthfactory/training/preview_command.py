@@ -30,8 +30,8 @@ def run(args) -> dict:
     from synthfactory.training.lengths import load_spec
     from synthfactory.training.preview import (
         BalanceConfig,
-        draw_lengths,
         dp_balance,
+        draw_lengths,
         histogram,
         length_stats,
         write_png,
@@ -39,7 +39,8 @@ def run(args) -> dict:
 
     for name in ("seq_len", "dp", "per_rank_batch", "steps", "samples"):
         if getattr(args, name) < 1:
-            raise SynthfactoryError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")
+            flag = "--" + name.replace("_", "-")
+            raise SynthfactoryError(f"{flag} {getattr(args, name)}: must be >= 1")
     spec = load_spec(args.spec)
     lengths = draw_lengths(spec, args.samples, seed=args.seed)
     stats = length_stats(lengths)

@@ -20,7 +20,9 @@ def generated_parts(run_url: str) -> list[str]:
         if url.rsplit("/", 1)[-1].startswith("part-")
     ]
     if not parts:
-        raise SynthfactoryError(f"{run_url}: no generated parts under {root}/shard-*/part-*.parquet")
+        raise SynthfactoryError(
+            f"{run_url}: no generated parts under {root}/shard-*/part-*.parquet"
+        )
     return parts
 
 

@@ -24,7 +24,7 @@ TOKEN_KINDS = ("random", "constant", "real")
 
 @dataclass(frozen=True)
 class SmokeConfig:
-    steps: int = 20
+    steps: int = 10
     lr: float = 3e-3
     weight_decay: float = 0.1
     max_grad_norm: float = 1.0
@@ -91,7 +91,7 @@ def train(model_cfg: TinyModelConfig, batches: Iterator[dict], cfg: SmokeConfig)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        loss_v, grad_v = float(loss), float(grad_norm)
+        loss_v, grad_v = loss.detach().item(), grad_norm.item()
         _check(step, loss_v, grad_v, low, high, cfg)
         opt.step()
         losses.append(loss_v)

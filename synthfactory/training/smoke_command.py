@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help="length spec JSON file (URL or path)")
     src.add_argument("--from-run", help="run URL: lengths (or tokens) of its generated parts")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--real-tokens", action="store_true",
                         help="with --from-run: train on the tokenized output_text")
     parser.add_argument("--tokenizer", help="model folder holding tokenizer.json")

@@ -45,6 +45,13 @@ class RunFixture:
         storage.write_json(self.commit_url(index), commit)
 
 
+def table_keys(rows: pa.Table) -> list[tuple[str, str, int]]:
+    """(shard, id, row) of each row read back from the table, sorted like generated_keys."""
+    return sorted(
+        zip(rows["shard"].to_pylist(), rows["id"].to_pylist(), rows["row"].to_pylist(), strict=True)
+    )
+
+
 def build_run(
     root_url: str,
     pipeline: str = "wrap-demo",
@@ -164,14 +171,18 @@ def _write_shard(
             "shard": name,
             "rows": len(generated),
             "output_tokens": {
-                "count": len(generated), "min": tokens[0], "p50": tokens[len(tokens) // 2],
-                "p90": tokens[-1], "p99": tokens[-1], "max": tokens[-1],
+                "count": len(generated),
+                "min": tokens[0],
+                "p50": tokens[len(tokens) // 2],
+                "p90": tokens[-1],
+                "p99": tokens[-1],
+                "max": tokens[-1],
                 "mean": sum(tokens) / len(tokens),
             },
             "flags": {"empty": 0, "truncated": 1, "repetition": 0, "refusal": 0},
             "rows_flagged": 1,
         },
-    )  # fmt: skip
+    )
     ids = "\n".join(r["id"] + "/" + r["template_id"] for r in generated)
     storage.write_json(  # written last, as the worker does
         storage.join(shard_url, "_COMMITTED.json"),
@@ -189,13 +200,16 @@ def _write_shard(
             "model": MODEL,
             "engine_args": engine_args,
             "sampling": {"temperature": 0.0, "max_tokens": 128},
-            "timings": {"started": "2024-01-02T00:00:00+00:00",
-                        "finished": "2024-01-02T00:01:00+00:00",
-                        "wall_s": 60.0, "generation_s": 50.0},
+            "timings": {
+                "started": "2024-01-02T00:00:00+00:00",
+                "finished": "2024-01-02T00:01:00+00:00",
+                "wall_s": 60.0,
+                "generation_s": 50.0,
+            },
             "device_seconds": 60.0 + index,
             "device": "cpu",
         },
-    )  # fmt: skip
+    )
     return [{**r, "shard": name} for r in generated]
 
 
@@ -211,8 +225,9 @@ def postgres_database():
         yield None
         return
     try:
-        admin = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname="test",
-                                 connect_timeout=3)  # fmt: skip
+        admin = psycopg2.connect(
+            host="127.0.0.1", port=5432, user="postgres", dbname="test", connect_timeout=3
+        )
     except psycopg2.OperationalError:
         yield None
         return

@@ -83,11 +83,16 @@ def crawl_s3() -> Iterator[CrawlS3]:
 
 
 class ThrottlingProxy:
-    """Forwards HTTP to moto; answers 503 SlowDown to the first ``fail_first`` list
-    requests, and can delay every request (to make a crawl slow enough to kill)."""
+    """Forwards HTTP to moto; answers 503 SlowDown to ``fail_first`` requests,
+    can delay every request (to make a crawl slow enough to kill), or deny them all
+    with S3's 403 AccessDenied (moto itself does not enforce IAM)."""
 
-    def __init__(self, upstream_port: int, fail_first: int = 0, delay_s: float = 0.0):
+    def __init__(self, upstream_port: int, fail_first: int = 0, delay_s: float = 0.0,
+                 deny: bool = False, every: int = 1):
         self.upstream_port = upstream_port
+        self.every = every  # throttle one request in ``every`` until fail_first are spent
+        self.seen = 0
+        self.deny = deny
         self.fail_first = fail_first
         self.delay_s = delay_s
         self.throttled = 0
@@ -105,16 +110,21 @@ class ThrottlingProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 with proxy._lock:
-                    throttle = proxy.throttled < proxy.fail_first
+                    throttle = (proxy.throttled < proxy.fail_first
+                                and proxy.seen % proxy.every == 0)
+                    proxy.seen += 1
                     if throttle:
                         proxy.throttled += 1
                     else:
                         proxy.forwarded += 1
-                if throttle:
-                    payload = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown"
-                               b"</Code><Message>Please reduce your request rate.</Message>"
-                               b"</Error>")
-                    self.send_response(503)
+                if throttle or proxy.deny:
+                    code, status, message = (
+                        ("AccessDenied", 403, "Access Denied") if proxy.deny
+                        else ("SlowDown", 503, "Please reduce your request rate.")
+                    )
+                    payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}"
+                               f"</Code><Message>{message}</Message></Error>").encode()
+                    self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()

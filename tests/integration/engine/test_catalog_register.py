@@ -8,9 +8,10 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from catalog_fixtures import ENGINE_ARGS, MODEL, build_run, postgres_database
+from catalog_fixtures import ENGINE_ARGS, MODEL, build_run, postgres_database, table_keys
 from pyiceberg.expressions import EqualTo
 
+from synthfactory import storage
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
 
@@ -41,15 +42,12 @@ def table() -> str:
 def _read(settings: config.CatalogSettings, identifier: str, row_filter=None) -> pa.Table:
     catalog = config.open_catalog(settings)
     try:
-        scan = catalog.load_table(identifier).scan(**({"row_filter": row_filter} if row_filter else {}))
+        scan = catalog.load_table(identifier).scan(
+            **({"row_filter": row_filter} if row_filter else {})
+        )
         return scan.to_arrow()
     finally:
         config.close_catalog(catalog)
-
-
-def _keys(rows: pa.Table) -> list[tuple[str, str, int]]:
-    return sorted(zip(rows["shard"].to_pylist(), rows["id"].to_pylist(), rows["row"].to_pylist(),
-                      strict=True))  # fmt: skip
 
 
 def test_register_reads_back_exactly_the_committed_rows(tmp_path, settings, table):
@@ -57,7 +55,7 @@ def test_register_reads_back_exactly_the_committed_rows(tmp_path, settings, tabl
     summary = register(run.run_url, table, settings, airflow_run_id="scheduled__2024-01-02")
 
     rows = _read(settings, table)
-    assert _keys(rows) == run.generated_keys
+    assert table_keys(rows) == run.generated_keys
     by_key = {(r["shard"], r["row"]): r for r in run.generated}
     for got in rows.to_pylist():
         want = by_key[(got["shard"], got["row"])]
@@ -77,8 +75,9 @@ def test_register_reads_back_exactly_the_committed_rows(tmp_path, settings, tabl
 
 def test_snapshot_summary_carries_the_lineage(tmp_path, settings, table):
     run = build_run(f"file://{tmp_path}/root")
-    summary = register(run.run_url, table, settings, interval="2024-01-01/2024-01-02",
-                       airflow_run_id="manual__1")  # fmt: skip
+    summary = register(
+        run.run_url, table, settings, interval="2024-01-01/2024-01-02", airflow_run_id="manual__1"
+    )
     catalog = config.open_catalog(settings)
     try:
         snapshot = catalog.load_table(table).current_snapshot()
@@ -104,9 +103,21 @@ def test_registering_a_run_twice_leaves_one_copy(tmp_path, settings, table):
 
     rows = _read(settings, table)
     assert len(rows) == 7 + 2 == again["table_rows"]
+    catalog = config.open_catalog(settings)
+    try:  # the old copy's files were dropped whole (no rewrite of other runs' files)
+        operations = [s.summary.operation.value for s in catalog.load_table(table).snapshots()]
+    finally:
+        config.close_catalog(catalog)
+    assert operations[-2:] == ["delete", "append"]
     assert again["rows"] == 7 and again["rows_replaced"] == 7
-    assert _keys(_read(settings, table, EqualTo("run_url", first.run_url))) == first.generated_keys
-    assert _keys(_read(settings, table, EqualTo("run_url", second.run_url))) == second.generated_keys
+    assert (
+        table_keys(_read(settings, table, EqualTo("run_url", first.run_url)))
+        == first.generated_keys
+    )
+    assert (
+        table_keys(_read(settings, table, EqualTo("run_url", second.run_url)))
+        == second.generated_keys
+    )
 
     runs = _read(settings, table.rsplit(".", 1)[0] + ".runs").to_pylist()
     assert sorted((r["interval"], r["rows_generated"], r["rows_in"]) for r in runs) == [
@@ -120,8 +131,9 @@ def test_registering_a_run_twice_leaves_one_copy(tmp_path, settings, table):
 
 def test_a_new_column_evolves_the_schema(tmp_path, settings, table):
     old = build_run(f"file://{tmp_path}/root", interval="2024-01-01")
-    new = build_run(f"file://{tmp_path}/root", interval="2024-01-02",
-                    extra_columns={"language": "en"})  # fmt: skip
+    new = build_run(
+        f"file://{tmp_path}/root", interval="2024-01-02", extra_columns={"language": "en"}
+    )
     register(old.run_url, table, settings)
     register(new.run_url, table, settings)
     register(old.run_url, table, settings)  # an old-schema run still registers after evolution
@@ -154,3 +166,18 @@ def test_with_nothing_configured_the_catalog_lives_under_synthfactory_home(tmp_p
     assert summary["catalog_uri"] == f"sqlite:///{tmp_path}/sf/var/catalog/catalog.db"
     assert (tmp_path / "sf/var/catalog/catalog.db").is_file()
     assert summary["metadata_location"].startswith(f"file://{tmp_path}/sf/var/warehouse/")
+
+
+def test_a_column_no_part_ever_filled_registers(tmp_path, table):
+    # Every part wrote finish_reason as all-null, so Arrow typed it null (Iceberg has no null).
+    settings = config.resolve_catalog(
+        "test", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh"
+    )
+    run = build_run(f"file://{tmp_path}/root", shard_rows=(5,), quarantined=1)
+    for part in storage.list_files(run.layout.generated_shard(0), suffix=".parquet"):
+        rows = storage.read_table(part)
+        index = rows.schema.get_field_index("finish_reason")
+        storage.write_table(rows.set_column(index, "finish_reason", pa.nulls(rows.num_rows)), part)
+
+    assert register(run.run_url, table, settings)["rows"] == 4
+    assert _read(settings, table)["finish_reason"].to_pylist() == [None] * 4

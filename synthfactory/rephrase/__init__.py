@@ -1,0 +1,1 @@
+"""Rephrasing prompt shards exactly once: a checkpointed vLLM worker."""

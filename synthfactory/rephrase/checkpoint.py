@@ -1,0 +1,134 @@
+"""Part files of one shard: what is already done, and writing the next part.
+
+Parts are filled in completion order (the engine never idles waiting for a slow row)
+and named ``part-00000.parquet``, ``part-00001.parquet``, ... Each part carries its own
+expected counts in the parquet footer; a part that is unreadable or disagrees with its
+footer is torn and discarded, with its quarantine twin. The quarantine twin is written
+first and the generated part last, so a part's presence means both are whole.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+
+log = logging.getLogger(__name__)
+
+GENERATED_SCHEMA = pa.schema([
+    ("id", pa.string()), ("template_id", pa.string()), ("template_version", pa.int32()),
+    ("row", pa.int64()), ("output_text", pa.string()), ("prompt_tokens", pa.int64()),
+    ("output_tokens", pa.int64()), ("finish_reason", pa.string()), ("model", pa.string()),
+])
+QUARANTINE_SCHEMA = pa.schema([
+    ("id", pa.string()), ("template_id", pa.string()), ("row", pa.int64()),
+    ("reason", pa.string()),
+])
+_META_GENERATED = b"synthfactory.generated_rows"
+_META_QUARANTINED = b"synthfactory.quarantined_rows"
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}.parquet"
+
+
+@dataclass
+class PartRecord:
+    name: str
+    rows: int
+    quarantined: int
+    row_indices: list[int] = field(repr=False)
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class ShardParts:
+    """The parts of one shard found on storage, checked."""
+
+    out_url: str          # {run}/generated/shard-XXXXX
+    quarantine_url: str   # {run}/quarantine/rephrase/shard-XXXXX
+    parts: list[PartRecord] = field(default_factory=list)
+    discarded: list[str] = field(default_factory=list)
+
+    @property
+    def done_rows(self) -> set[int]:
+        return {row for part in self.parts for row in part.row_indices}
+
+    def next_index(self) -> int:
+        taken = {int(p.name[5:10]) for p in self.parts}
+        index = 0
+        while index in taken:
+            index += 1
+        return index
+
+    @classmethod
+    def scan(cls, out_url: str, quarantine_url: str, rows_in: int) -> ShardParts:
+        found = cls(out_url, quarantine_url)
+        seen: set[int] = set()
+        for url in storage.list_files(out_url, suffix=".parquet"):
+            name = url.rsplit("/", 1)[-1]
+            if not name.startswith("part-"):
+                continue
+            record = _check_part(url, storage.join(quarantine_url, name), rows_in, seen)
+            if record is None:
+                found.discard(name)
+            else:
+                seen.update(record.row_indices)
+                found.parts.append(record)
+        return found
+
+    def discard(self, name: str) -> None:
+        log.warning("discarding torn or inconsistent part %s/%s", self.out_url, name)
+        storage.delete(storage.join(self.out_url, name))
+        storage.delete(storage.join(self.quarantine_url, name))
+        self.discarded.append(name)
+
+    def write(self, generated: pa.Table, quarantined: pa.Table) -> PartRecord:
+        name = part_name(self.next_index())
+        metadata = {_META_GENERATED: str(generated.num_rows).encode(),
+                    _META_QUARANTINED: str(quarantined.num_rows).encode()}
+        if quarantined.num_rows:
+            storage.write_table(quarantined, storage.join(self.quarantine_url, name))
+        storage.write_table(generated.replace_schema_metadata(metadata),
+                            storage.join(self.out_url, name))
+        record = _record(name, generated, quarantined)
+        self.parts.append(record)
+        return record
+
+
+def _record(name: str, generated: pa.Table, quarantined: pa.Table) -> PartRecord:
+    rows = generated.column("row").to_pylist() + quarantined.column("row").to_pylist()
+    return PartRecord(
+        name=name, rows=generated.num_rows, quarantined=quarantined.num_rows,
+        row_indices=rows,
+        prompt_tokens=int(pa.compute.sum(generated.column("prompt_tokens")).as_py() or 0),
+        output_tokens=int(pa.compute.sum(generated.column("output_tokens")).as_py() or 0),
+    )
+
+
+def _check_part(url: str, quarantine_url: str, rows_in: int, seen: set[int]) -> PartRecord | None:
+    try:
+        generated = storage.read_table(url)
+        meta = pq.read_schema(storage.filesystem(url)[1],
+                              filesystem=storage.filesystem(url)[0]).metadata or {}
+        expected_generated = int(meta[_META_GENERATED])
+        expected_quarantined = int(meta[_META_QUARANTINED])
+        quarantined = (storage.read_table(quarantine_url) if expected_quarantined
+                       else QUARANTINE_SCHEMA.empty_table())
+    except (SynthfactoryError, KeyError, ValueError, OSError):
+        return None
+    if generated.num_rows != expected_generated or quarantined.num_rows != expected_quarantined:
+        return None
+    record = _record(url.rsplit("/", 1)[-1], generated, quarantined)
+    rows = record.row_indices
+    if len(set(rows)) != len(rows) or seen.intersection(rows) or any(
+        not 0 <= r < rows_in for r in rows
+    ):
+        return None
+    return record

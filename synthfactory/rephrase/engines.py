@@ -1,0 +1,162 @@
+"""Generation engines the worker drives: vLLM (real) and an echo engine for unit tests.
+
+An engine takes requests keyed by prompt-row index and hands back completions as they
+finish, so the worker can keep it full and checkpoint in completion order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+# The embedded CPU defaults (ENVIRONMENT.md); --engine-args overrides any of them.
+CPU_ENGINE_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True, "seed": 0}
+GPU_ENGINE_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 4096, "seed": 0}
+
+
+@dataclass
+class Completion:
+    row: int
+    text: str
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str
+
+
+class RequestRejected(Exception):
+    """The engine refused one request (for example a prompt over the context window)."""
+
+
+class GenerationEngine(Protocol):
+    device: str
+    devices: int
+
+    def submit(self, rows: list[int], conversations: list[list[dict]]) -> list[int]:
+        """Queue conversations; return the rows that were rejected (quarantined)."""
+
+    def poll(self) -> list[Completion]:
+        """Advance the engine; return the completions that finished."""
+
+    def in_flight(self) -> int: ...
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def configure_cpu_environment() -> None:
+    """Settings the CPU build needs to run well here (see ENVIRONMENT.md)."""
+    cores = sorted(os.sched_getaffinity(0))
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class VllmEngine:
+    """vLLM's offline engine; conversations rendered by ``LLM.enqueue_chat`` (the same
+    chat-template path as ``LLM.chat``) and stepped here, so finished rows can be
+    checkpointed while the rest of the batch keeps running."""
+
+    def __init__(self, model: str, engine_args: dict, sampling: dict):
+        cuda = has_cuda()
+        if not cuda:
+            configure_cpu_environment()
+        from vllm import LLM, SamplingParams
+
+        self.device = "cuda" if cuda else "cpu"
+        args = {**(GPU_ENGINE_DEFAULTS if cuda else CPU_ENGINE_DEFAULTS), **engine_args}
+        self.engine_args = args
+        self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
+        self.llm = LLM(model=model, **args)
+        self.params = SamplingParams(**sampling)
+        self._rows: dict[str, int] = {}
+        self.rejections: dict[int, str] = {}
+
+    def submit(self, rows: list[int], conversations: list[list[dict]]) -> list[int]:
+        try:
+            ids = self.llm.enqueue_chat(conversations, self.params, use_tqdm=False)
+            self._rows.update(zip(map(_external_id, ids), rows, strict=True))
+            return []
+        except (ValueError, RequestRejected) as exc:
+            if len(rows) == 1:
+                log.warning("row %d rejected by the engine: %s", rows[0], exc)
+                self.rejections[rows[0]] = str(exc)
+                return rows
+        # One bad conversation fails the whole call: find it by submitting one by one.
+        rejected = []
+        for row, conversation in zip(rows, conversations, strict=True):
+            rejected += self.submit([row], [conversation])
+        return rejected
+
+    def poll(self) -> list[Completion]:
+        done = []
+        for output in self.llm.llm_engine.step():
+            if not output.finished:
+                continue
+            row = self._rows.pop(_external_id(output.request_id))
+            completion = output.outputs[0]
+            done.append(Completion(
+                row=row, text=completion.text,
+                prompt_tokens=len(output.prompt_token_ids or []),
+                output_tokens=len(completion.token_ids),
+                finish_reason=str(completion.finish_reason),
+            ))
+        return done
+
+    def in_flight(self) -> int:
+        return len(self._rows)
+
+
+def _external_id(request_id: str) -> str:
+    """vLLM appends ``-<8 random chars>`` to our (numeric) ids inside the engine; outputs
+    may carry either form depending on the path, so both map to the numeric part."""
+    return request_id.split("-", 1)[0]
+
+
+class EchoEngine:
+    """A deterministic stand-in for unit tests of checkpointing (no model): echoes the
+    first words of the user message, finishing requests out of order."""
+
+    device = "cpu"
+    devices = 1
+
+    def __init__(self, per_poll: int = 3, reject_if: str | None = None):
+        self.per_poll = per_poll
+        self.reject_if = reject_if
+        self.rejections: dict[int, str] = {}
+        self._queue: deque[tuple[int, str]] = deque()
+        self.engine_args: dict = {"engine": "echo"}
+
+    def submit(self, rows: list[int], conversations: list[list[dict]]) -> list[int]:
+        rejected = []
+        for row, conversation in zip(rows, conversations, strict=True):
+            user = conversation[-1]["content"]
+            if self.reject_if and self.reject_if in user:
+                self.rejections[row] = "rejected by echo engine"
+                rejected.append(row)
+            else:
+                self._queue.append((row, user))
+        return rejected
+
+    def poll(self) -> list[Completion]:
+        batch = [self._queue.popleft() for _ in range(min(self.per_poll, len(self._queue)))]
+        batch.reverse()  # finish out of order, as a real engine does
+        return [
+            Completion(row, " ".join(user.split()[:8]), len(user.split()),
+                       min(8, len(user.split())), "stop")
+            for row, user in batch
+        ]
+
+    def in_flight(self) -> int:
+        return len(self._queue)

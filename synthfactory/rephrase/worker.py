@@ -1,0 +1,189 @@
+"""Rephrase one prompt shard exactly once, resuming from its checkpoints.
+
+Every (id, template) of the shard ends in exactly one part or one quarantine part;
+``_COMMITTED.json`` is written last and makes a rerun a no-op. A crash (engine or
+node) leaves at most ``checkpoint_rows - 1`` finished rows unsaved; the retry scans the
+parts and generates only what is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
+from synthfactory.rephrase.checkpoint import GENERATED_SCHEMA, QUARANTINE_SCHEMA, ShardParts
+from synthfactory.rephrase.engines import GenerationEngine
+from synthfactory.rephrase.progress import Progress
+
+log = logging.getLogger(__name__)
+
+COMMIT_FILE = "_COMMITTED.json"
+PROMPT_COLUMNS = ["id", "template_id", "template_version", "system", "user"]
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    model: str
+    checkpoint_rows: int = 64
+    max_in_flight: int = 256
+    sampling: dict | None = None
+
+
+def shard_paths(shard_url: str, run_url: str | None) -> tuple[str, str, str]:
+    layout = RunLayout(run_url or run_url_of_shard(shard_url))
+    name = shard_name(shard_url)
+    out = storage.join(layout.generated, name)
+    return name, out, storage.join(layout.quarantine, "rephrase", name)
+
+
+def read_commit(out_url: str) -> dict | None:
+    url = storage.join(out_url, COMMIT_FILE)
+    return storage.read_json(url) if storage.exists(url) else None
+
+
+def rephrase_shard(
+    shard_url: str, run_url: str | None, engine: Callable[[], GenerationEngine],
+    options: WorkerOptions,
+) -> dict:
+    name, out_url, quarantine_url = shard_paths(shard_url, run_url)
+    committed = read_commit(out_url)
+    if committed is not None:
+        log.info("%s is committed: nothing to do", name)
+        return {**_summary(committed), "status": "already committed"}
+    started_at, started = _now(), time.monotonic()
+    prompts = storage.read_table(shard_url)
+    missing = [c for c in PROMPT_COLUMNS if c not in prompts.column_names]
+    if missing:
+        raise SynthfactoryError(f"{shard_url}: missing column(s) {missing}")
+    rows_in = prompts.num_rows
+    parts = ShardParts.scan(out_url, quarantine_url, rows_in)
+    done = parts.done_rows
+    pending = [r for r in range(rows_in) if r not in done]
+    log.info("%s: %d rows, %d already in %d part(s), %d to generate",
+             name, rows_in, len(done), len(parts.parts), len(pending))
+    generation_s, the_engine = 0.0, None
+    if pending:
+        the_engine = engine()
+        gen_started = time.monotonic()
+        _generate(prompts, pending, the_engine, parts, options, name)
+        generation_s = time.monotonic() - gen_started
+    commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
+                     started, generation_s)
+    storage.write_json(storage.join(out_url, COMMIT_FILE), commit)
+    return {**_summary(commit), "status": "committed", "resumed_rows": len(done),
+            "discarded_parts": parts.discarded}
+
+
+def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
+              parts: ShardParts, options: WorkerOptions, name: str) -> None:
+    ids = prompts.column("id").to_pylist()
+    templates = prompts.column("template_id").to_pylist()
+    versions = prompts.column("template_version").to_pylist()
+    systems = prompts.column("system").to_pylist()
+    users = prompts.column("user").to_pylist()
+    finished: list[dict] = []  # rows in completion order, generated or quarantined
+    progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
+    cursor = 0
+    while cursor < len(pending) or engine.in_flight():
+        room = options.max_in_flight - engine.in_flight()
+        if cursor < len(pending) and room > 0:
+            chunk = pending[cursor: cursor + room]
+            cursor += len(chunk)
+            conversations = [[{"role": "system", "content": systems[r]},
+                              {"role": "user", "content": users[r]}] for r in chunk]
+            for row in engine.submit(chunk, conversations):
+                finished.append({"row": row, "reason": "engine rejected the request: "
+                                 + engine.rejections.get(row, "unknown")})
+        for c in engine.poll():
+            if c.text.strip():
+                finished.append({"row": c.row, "output_text": c.text,
+                                 "prompt_tokens": c.prompt_tokens,
+                                 "output_tokens": c.output_tokens,
+                                 "finish_reason": c.finish_reason})
+            else:
+                finished.append({"row": c.row, "reason": "empty output"})
+            progress.update(1, c.output_tokens)
+        while len(finished) >= options.checkpoint_rows:
+            batch, finished = finished[:options.checkpoint_rows], finished[options.checkpoint_rows:]
+            _flush(batch, parts, ids, templates, versions, options.model)
+    if finished:
+        _flush(finished, parts, ids, templates, versions, options.model)
+    progress.close()
+
+
+def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model: str) -> None:
+    batch = sorted(batch, key=lambda r: r["row"])
+    good = [r for r in batch if "reason" not in r]
+    bad = [r for r in batch if "reason" in r]
+    generated = pa.table({
+        "id": [ids[r["row"]] for r in good],
+        "template_id": [templates[r["row"]] for r in good],
+        "template_version": [versions[r["row"]] for r in good],
+        "row": [r["row"] for r in good],
+        "output_text": [r["output_text"] for r in good],
+        "prompt_tokens": [r["prompt_tokens"] for r in good],
+        "output_tokens": [r["output_tokens"] for r in good],
+        "finish_reason": [r["finish_reason"] for r in good],
+        "model": [model] * len(good),
+    }, schema=GENERATED_SCHEMA)
+    quarantined = pa.table({
+        "id": [ids[r["row"]] for r in bad],
+        "template_id": [templates[r["row"]] for r in bad],
+        "row": [r["row"] for r in bad],
+        "reason": [r["reason"] for r in bad],
+    }, schema=QUARANTINE_SCHEMA)
+    parts.write(generated, quarantined)
+
+
+def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, started_at, started,
+            generation_s) -> dict:
+    rows_in = prompts.num_rows
+    covered = sorted(r for p in parts.parts for r in p.row_indices)
+    if covered != list(range(rows_in)):
+        raise SynthfactoryError(
+            f"{shard_url}: parts cover {len(set(covered))} distinct rows of {rows_in} "
+            f"({len(covered)} entries): refusing to commit"
+        )
+    ids = prompts.column("id").to_pylist()
+    templates = prompts.column("template_id").to_pylist()
+    keys = sorted(f"{i}\t{t}" for i, t in zip(ids, templates, strict=True))
+    devices = engine.devices if engine else 0
+    return {
+        "shard": name, "prompt_shard": shard_url, "rows_in": rows_in,
+        "rows_generated": sum(p.rows for p in parts.parts),
+        "rows_quarantined": sum(p.quarantined for p in parts.parts),
+        "parts": [{"name": p.name, "rows": p.rows, "quarantined": p.quarantined}
+                  for p in sorted(parts.parts, key=lambda p: p.name)],
+        "quarantine_parts": [{"name": p.name, "rows": p.quarantined}
+                             for p in sorted(parts.parts, key=lambda p: p.name) if p.quarantined],
+        "prompt_tokens": sum(p.prompt_tokens for p in parts.parts),
+        "output_tokens": sum(p.output_tokens for p in parts.parts),
+        "ids_checksum": "sha256:" + hashlib.sha256("\n".join(keys).encode()).hexdigest(),
+        "model": options.model,
+        "engine_args": engine.engine_args if engine else {},
+        "sampling": options.sampling or {},
+        "timings": {"started": started_at, "finished": _now(),
+                    "wall_s": round(time.monotonic() - started, 3),
+                    "generation_s": round(generation_s, 3)},
+        "device_seconds": round(generation_s * devices, 3),
+        "device": engine.device if engine else "none",
+    }
+
+
+def _summary(commit: dict) -> dict:
+    keys = ("shard", "rows_in", "rows_generated", "rows_quarantined", "prompt_tokens",
+            "output_tokens", "device_seconds")
+    return {k: commit[k] for k in keys} | {"generation_s": commit["timings"]["generation_s"]}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
