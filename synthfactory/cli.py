@@ -1,7 +1,7 @@
 """The ``synthfactory`` console script.
 
 Every subcommand lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> dict``. Modules are imported lazily so ``synthfactory crawl`` does not
+``run(args) -> dict`` (or a list, where Airflow maps over it). Modules are imported lazily so ``synthfactory crawl`` does not
 pay for torch or vLLM. The returned dict is the step's summary: it is printed as the
 last line of stdout and written to the result file (see :mod:`synthfactory.result`),
 which is how Airflow reads it as XCom in both runners.

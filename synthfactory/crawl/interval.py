@@ -50,7 +50,9 @@ class Interval:
             raise SynthfactoryError(
                 "--interval-start and --interval-end go together: give both or neither"
             )
-        interval = cls(parse_instant(start, "--interval-start"), parse_instant(end, "--interval-end"))
+        interval = cls(
+            parse_instant(start, "--interval-start"), parse_instant(end, "--interval-end")
+        )
         if interval.end <= interval.start:
             raise SynthfactoryError(
                 f"interval [{start}, {end}): the end must come after the start"

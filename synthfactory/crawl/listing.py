@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterator, Protocol
+from typing import Protocol
 
 # Real S3 never returns more than 1,000 keys a page; moto does, so our code caps it.
 MAX_KEYS_CAP = 1000

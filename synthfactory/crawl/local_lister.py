@@ -7,8 +7,8 @@ last key is a valid continuation token, as S3's are.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Iterator
 
 from synthfactory import storage
 from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo

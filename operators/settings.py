@@ -1,0 +1,43 @@
+"""Deployment settings read from the environment at DAG-parse time (cheap: no DB,
+no Variables, so DAG files stay fast to parse)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RUNNERS = ("local", "kubernetes")
+PROJECT_HOME = Path(__file__).resolve().parent.parent
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+@dataclass(frozen=True)
+class Settings:
+    runner: str = field(default_factory=lambda: _env("SYNTHFACTORY_RUNNER", "local"))
+    home: str = field(default_factory=lambda: _env("SYNTHFACTORY_HOME", str(PROJECT_HOME)))
+    # local runner: the worker environment's console script
+    worker_bin: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_WORKER_BIN",
+        str(Path(_env("SYNTHFACTORY_HOME", str(PROJECT_HOME))) / ".venv-worker/bin/synthfactory"),
+    ))
+    # kubernetes runner
+    worker_image: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_WORKER_IMAGE", "ghcr.io/synthfactory/worker-gpu:0.1.0"))
+    namespace: str = field(default_factory=lambda: _env("SYNTHFACTORY_NAMESPACE", "synthfactory"))
+    kubernetes_conn_id: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_KUBERNETES_CONN_ID", "kubernetes_default"))
+    secret_name: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_WORKER_SECRET", "synthfactory-worker-env"))
+    gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
+    cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
+
+    def __post_init__(self) -> None:
+        if self.runner not in RUNNERS:
+            raise ValueError(f"SYNTHFACTORY_RUNNER={self.runner!r}: expected one of {RUNNERS}")
+
+    def url(self, *parts: str) -> str:
+        return "file://" + str(Path(self.home, *parts))

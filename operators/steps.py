@@ -1,0 +1,54 @@
+"""Choose the operator for a step from the runner setting: one call site in the DAG,
+two ways to run the same argv."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from operators.settings import Settings
+
+
+def step_operator_class(settings: Settings) -> type:
+    if settings.runner == "kubernetes":
+        from operators.kubernetes import SynthfactoryPodOperator
+
+        return SynthfactoryPodOperator
+    from operators.local import LocalStepOperator
+
+    return LocalStepOperator
+
+
+def step_kwargs(kind: str, settings: Settings, step: str) -> dict[str, Any]:
+    """Runner-specific keyword arguments for a step of ``kind`` (cpu|gpu)."""
+    if settings.runner == "kubernetes":
+        from operators.kubernetes import pod_operator_kwargs
+
+        return pod_operator_kwargs(kind, settings, step)
+    # Local: the same retry shape, shorter delays; resumable steps make retries cheap.
+    return {
+        "worker_bin": settings.worker_bin,
+        "retries": 2 if kind == "gpu" else 1,
+        "retry_delay": timedelta(seconds=10),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=2),
+    }
+
+
+def wave_count(settings: Settings, groups_template: str) -> str:
+    """How many pods of each kind the wave holds: every shard group on Kubernetes; on
+    one machine the local runner runs one worker process of a kind at a time."""
+    return groups_template if settings.runner == "kubernetes" else "1"
+
+
+def wave_requests(kind: str, settings: Settings) -> dict[str, Any]:
+    """The per-pod requests the capacity sensor must place for one step of ``kind``."""
+    if settings.runner == "kubernetes":
+        from operators.kubernetes import POLICIES
+
+        policy = POLICIES[kind]
+        return {"requests": dict(policy.requests), "node_selector": dict(policy.node_selector),
+                "tolerations": [dict(t) for t in policy.tolerations]}
+    # Local: what one worker process needs on this machine (vLLM CPU peaks near 4 GB).
+    return {"requests": {"cpu": "1", "memory": "4Gi"} if kind == "gpu"
+            else {"cpu": "1", "memory": "1Gi"}}

@@ -1,0 +1,75 @@
+"""The summary ``make demo`` ends with: what went in, what came out, where to look."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from synthfactory import storage
+from synthfactory.layout import RunLayout
+from synthfactory.rephrase.worker import read_commit
+
+
+def _wrap(text: str, width: int = 88, limit: int = 600) -> str:
+    text = " ".join(text.split())
+    text = text if len(text) <= limit else text[:limit] + " ..."
+    return textwrap.indent(textwrap.fill(text, width), "    ")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--catalog-uri", required=True)
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--wall-seconds", type=int, default=None)
+    args = parser.parse_args()
+
+    layout = RunLayout(storage.normalize(args.run))
+    plan = storage.read_json(layout.shards_json)
+    manifest = storage.read_json(storage.join(layout.manifest, "_SUMMARY.json"))
+    commits = [read_commit(layout.generated_shard(i)) for i in range(len(plan["shards"]))]
+    rows = sum(c["rows_generated"] for c in commits)
+    quarantined = sum(c["rows_quarantined"] for c in commits)
+    out_tokens = sum(c["output_tokens"] for c in commits)
+    gen_s = sum(c["timings"]["generation_s"] for c in commits)
+
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("synthfactory", uri=args.catalog_uri, warehouse=args.warehouse)
+    table = catalog.load_table(args.table)
+    arrow = table.scan(row_filter=f"run_url == '{layout.run_url}'").to_arrow()
+    first = commits[0]
+    part = storage.read_table(storage.join(layout.generated_shard(0), first["parts"][0]["name"]))
+    example = part.slice(0, 1).to_pylist()[0]
+    prompts = storage.read_table(layout.prompt_shard(0))
+    prompt = prompts.slice(example["row"], 1).to_pylist()[0]
+    source = prompt["user"].split("Text:\n", 1)[-1]
+
+    print()
+    print("=" * 72)
+    print("synthfactory demo: synthetic_rephrase, one daily run")
+    print("=" * 72)
+    if args.wall_seconds is not None:
+        print(f"wall time (DAG run)     {args.wall_seconds} s")
+    print(f"run folder              {layout.run_url}")
+    print(f"documents in            {plan['rows_in']} (manifest: {manifest['objects']} files)")
+    print(f"quarantined at stitch   {plan['quarantined']}")
+    print(f"prompt rows / shards    {plan['prompt_rows']} in {len(plan['shards'])} shards "
+          f"of <= {plan['shard_tokens']} tokens")
+    print(f"rows generated          {rows} (+{quarantined} quarantined)")
+    tps = f"{out_tokens / gen_s:.1f}" if gen_s else "n/a"
+    print(f"output tokens           {out_tokens} in {gen_s:.1f} s of generation = {tps} tokens/s")
+    print(f"catalog table           {args.table}: {arrow.num_rows} rows of this run "
+          f"({catalog.properties.get('uri')})")
+    print("query it with           .venv-worker/bin/synthfactory catalog show "
+          f"{args.table} --catalog-uri {args.catalog_uri} --warehouse {args.warehouse}")
+    print(f"\nexample ({example['template_id']} style), source document {example['id']}:")
+    print(_wrap(source))
+    print("rephrased:")
+    print(_wrap(example["output_text"]))
+    print("=" * 72)
+
+
+if __name__ == "__main__":
+    main()

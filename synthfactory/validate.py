@@ -1,0 +1,101 @@
+"""``synthfactory validate``: per generated shard, token-length statistics and quality
+flags, with counts that must add up against the shard's ``_COMMITTED.json``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
+from synthfactory.rephrase.worker import read_commit
+
+REFUSAL = re.compile(
+    r"^\s*(i'?m sorry|i am sorry|i cannot|i can'?t|as an ai|i'?m unable|i am unable)", re.I)
+FLAGS = ("empty", "truncated", "repetition", "refusal")
+
+
+def repetition_ratio(text: str, n: int = 4) -> float:
+    """Share of word n-grams that repeat an earlier one: degenerate loops score high."""
+    words = text.split()
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def flag_rows(texts: list[str], finish: list[str], max_repetition: float) -> dict[str, list[bool]]:
+    return {
+        "empty": [not t.strip() for t in texts],
+        "truncated": [f == "length" for f in finish],
+        "repetition": [repetition_ratio(t) > max_repetition for t in texts],
+        "refusal": [bool(REFUSAL.match(t)) for t in texts],
+    }
+
+
+def length_stats(lengths: np.ndarray) -> dict:
+    if lengths.size == 0:
+        return {"count": 0, "min": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0, "mean": 0.0}
+    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
+    return {"count": int(lengths.size), "min": int(lengths.min()), "p50": float(p50),
+            "p90": float(p90), "p99": float(p99), "max": int(lengths.max()),
+            "mean": round(float(lengths.mean()), 2)}
+
+
+def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> dict:
+    name = shard_name(shard_url)
+    layout = RunLayout(run_url)
+    out = layout.generated_shard(int(name.split("-")[1]))
+    commit = read_commit(out)
+    if commit is None:
+        raise SynthfactoryError(f"{out}: shard is not committed (no _COMMITTED.json)")
+    tables = [storage.read_table(storage.join(out, p["name"])) for p in commit["parts"]]
+    table = pa.concat_tables(tables) if tables else None
+    rows = table.num_rows if table is not None else 0
+    if rows != commit["rows_generated"]:
+        raise SynthfactoryError(
+            f"{out}: parts hold {rows} rows but _COMMITTED.json says {commit['rows_generated']}")
+    texts = table.column("output_text").to_pylist() if rows else []
+    finish = table.column("finish_reason").to_pylist() if rows else []
+    lengths = table.column("output_tokens").to_numpy() if rows else np.array([], dtype=np.int64)
+    flags = flag_rows(texts, finish, max_repetition)
+    flagged = [any(f[i] for f in flags.values()) for i in range(rows)]
+    report = {
+        "shard": name, "rows": rows, "rows_in": commit["rows_in"],
+        "rows_quarantined": commit["rows_quarantined"],
+        "output_tokens": length_stats(lengths),
+        "flags": {k: int(sum(v)) for k, v in flags.items()},
+        "rows_flagged": int(sum(flagged)),
+    }
+    storage.write_json(storage.join(layout.validation, f"{name}.json"), report)
+    return report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shard", action="append", required=True, help="prompt shard URL")
+    parser.add_argument("--run", default=None, help="run URL (default: the shard's run)")
+    parser.add_argument("--max-repetition", type=float, default=0.5,
+                        help="flag outputs whose repeated 4-gram share exceeds this")
+
+
+def run(args: argparse.Namespace) -> dict:
+    reports = [
+        validate_shard(storage.normalize(url),
+                       storage.normalize(args.run) if args.run else run_url_of_shard(url),
+                       args.max_repetition)
+        for url in args.shard
+    ]
+    totals = Counter()
+    for report in reports:
+        totals.update(report["flags"])
+    return {
+        "shards": [r["shard"] for r in reports],
+        "rows": sum(r["rows"] for r in reports),
+        "rows_flagged": sum(r["rows_flagged"] for r in reports),
+        "flags": {flag: totals.get(flag, 0) for flag in FLAGS},
+    }
