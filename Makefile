@@ -7,6 +7,9 @@ HOME_DIR := $(abspath .)
 AIRFLOW := .venv/bin/airflow
 WORKER := .venv-worker/bin/synthfactory
 DEMO_DATE ?= 2026-11-29
+# A daily run's logical date is the end of its data interval: the run that reads
+# dt=$(DEMO_DATE) is the one after it (docs/adr/0005).
+RUN_AFTER = $(shell date -u -d "$(DEMO_DATE) + 1 day" +%F)
 
 export SYNTHFACTORY_HOME := $(HOME_DIR)
 export AIRFLOW_HOME ?= $(HOME_DIR)/var/airflow
@@ -55,7 +58,7 @@ $(AIRFLOW_HOME)/airflow.db: .venv/.ok
 
 demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 	@start=$$(date +%s); \
-	$(AIRFLOW) dags test synthetic_rephrase $(DEMO_DATE)T00:00:00+00:00 > var/demo-dag.log 2>&1 \
+	$(AIRFLOW) dags test synthetic_rephrase $(RUN_AFTER)T00:00:00+00:00 > var/demo-dag.log 2>&1 \
 	  || { tail -n 60 var/demo-dag.log; echo "DAG run failed: see var/demo-dag.log"; exit 1; }; \
 	.venv-worker/bin/python -m synthfactory.demo_summary \
 	  --run file://$(HOME_DIR)/var/data/synthetic_rephrase/$(DEMO_DATE) \

@@ -71,7 +71,7 @@ params = {
     "temperature": Param(0.7, type="number", minimum=0, maximum=2),
     "checkpoint_rows": Param(16, type="integer", minimum=1,
                              description="rows per checkpoint part (max work lost on a crash)"),
-    "max_shard_groups": Param(4, type="integer", minimum=1, maximum=MAX_MAP_LENGTH,
+    "max_shard_groups": Param(2, type="integer", minimum=1, maximum=MAX_MAP_LENGTH,
                               description="at most this many rephrase tasks"),
     "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
                    minLength=1, description="model folder (or name) for vLLM"),

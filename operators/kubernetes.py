@@ -1,7 +1,7 @@
 """The ``kubernetes`` runner: the same argv in a pod of the worker image.
 
 The retry policy is the point (lesson 2: GPUs fail): a pod that dies is retried with
-exponential backoff up to a max delay, reattached to if the scheduler restarts, and a
+exponential backoff up to a max delay, reattached to if the worker restarts (``durable``), and a
 failed pod is kept for debugging. The worker resumes from its checkpoints, so a retry
 costs at most one checkpoint of GPU time. Credentials come from a Kubernetes secret
 (``envFrom``), never as literal values in the pod spec.
@@ -85,7 +85,7 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str) -> dict[str, A
             secret_ref=k8s.V1SecretEnvSource(name=settings.secret_name, optional=True))],
         "do_xcom_push": True,
         "get_logs": True,
-        "reattach_on_restart": True,
+        "durable": True,  # reattach to the running pod if the worker restarts (3.3's name)
         "on_finish_action": "delete_succeeded_pod",  # failed pods stay for debugging
         "startup_timeout_seconds": policy.startup_timeout_seconds,
         "schedule_timeout_seconds": policy.schedule_timeout_seconds,

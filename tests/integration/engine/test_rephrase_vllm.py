@@ -1,0 +1,103 @@
+"""The rephrase worker on the real vLLM engine (CPU build) with SmolLM2-135M-Instruct:
+generate and commit, SIGKILL mid-shard then resume, and a committed shard is a no-op."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from synthfactory import storage
+from synthfactory.model import default_model_dir, is_ready
+from synthfactory.rephrase.worker import read_commit
+from synthfactory.stitch.templates import load_template
+
+pytestmark = pytest.mark.skipif(not is_ready(default_model_dir()),
+                                reason="run `synthfactory model prepare` (make setup) first")
+
+ROWS = 24
+CHECKPOINT = 4
+
+
+def _shard(run: Path) -> str:
+    template = load_template("summary")
+    texts = [f"The {name} module of the Python standard library provides tools for "
+             f"working with {topic}. It is used by many programs." for name, topic in
+             [("json", "JSON data"), ("csv", "CSV files"), ("re", "regular expressions"),
+              ("time", "clocks"), ("math", "numbers"), ("gzip", "compressed files")]] * 4
+    table = pa.table({
+        "id": [f"doc-{i:03d}" for i in range(ROWS)],
+        "template_id": [template.id] * ROWS,
+        "template_version": pa.array([template.version] * ROWS, pa.int32()),
+        "style": [template.style] * ROWS,
+        "system": [template.system] * ROWS,
+        "user": [template.render_user(t) for t in texts[:ROWS]],
+        "prompt_tokens": [60] * ROWS,
+        "max_new_tokens": pa.array([24] * ROWS, pa.int32()),
+    })
+    url = f"file://{run}/prompts/shard-00000.parquet"
+    storage.write_table(table, url)
+    return url
+
+
+def _rephrase(shard: str, result: Path) -> list[str]:
+    return [sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard", shard,
+            "--model", str(default_model_dir()), "--checkpoint-rows", str(CHECKPOINT),
+            "--max-in-flight", "4", "--temperature", "0"]
+
+
+def _run(argv, result: Path) -> dict:
+    env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result)}
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(result.read_text())
+
+
+def _keys(run: Path) -> list[tuple[str, str]]:
+    urls = storage.list_files(f"file://{run}/generated/shard-00000", suffix=".parquet")
+    tables = [storage.read_table(u) for u in urls]
+    return [(i, t) for tb in tables for i, t in zip(tb.column("id").to_pylist(),
+                                                    tb.column("template_id").to_pylist(),
+                                                    strict=True)]
+
+
+def test_sigkill_mid_shard_then_resume_is_exactly_once(tmp_path):
+    run = tmp_path / "run"
+    shard = _shard(run)
+    parts = run / "generated" / "shard-00000"
+    env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(tmp_path / "killed.json")}
+    victim = subprocess.Popen(_rephrase(shard, tmp_path / "killed.json"), env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (parts / "part-00001.parquet").exists():
+        assert victim.poll() is None, "worker ended before it could be killed"
+        time.sleep(0.2)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    saved = len(_keys(run))
+    assert CHECKPOINT * 2 <= saved < ROWS
+    assert read_commit(f"file://{parts}") is None
+
+    summary = _run(_rephrase(shard, tmp_path / "r.json"), tmp_path / "r.json")
+    result = summary["shards"][0]
+    assert result["status"] == "committed"
+    assert result["resumed_rows"] == saved
+    keys = _keys(run)
+    assert len(keys) == len(set(keys)) == ROWS  # nothing lost, nothing duplicated
+    commit = read_commit(f"file://{parts}")
+    assert commit["rows_generated"] + commit["rows_quarantined"] == ROWS
+    assert commit["output_tokens"] > 0 and commit["device"] == "cpu"
+    texts = pa.concat_tables([storage.read_table(f"file://{parts}/{p['name']}")
+                              for p in commit["parts"]]).column("output_text").to_pylist()
+    assert sum(len(t.split()) >= 3 for t in texts) >= ROWS // 2  # real words came out
+
+    again = _run(_rephrase(shard, tmp_path / "a.json"), tmp_path / "a.json")
+    assert again["shards"][0]["status"] == "already committed"
+    assert read_commit(f"file://{parts}") == commit

@@ -1,0 +1,166 @@
+"""The stitch job on real Spark (local mode), on a corpus with every kind of bad row."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.layout import RunLayout
+from synthfactory.model import default_model_dir, is_ready
+from synthfactory.stitch.job import StitchConfig, stitch
+from synthfactory.stitch.templates import load_templates
+
+pytestmark = pytest.mark.skipif(not is_ready(default_model_dir()),
+                                reason="run `synthfactory model prepare` (make setup) first")
+
+GOOD_DOCS = 60
+TEMPLATES = ["encyclopedic", "qa", "summary", "faq"]
+
+
+def _text(i: int) -> str:
+    return f"Document {i}. " + " ".join(f"word{j % 37}" for j in range(40 + (i * 7) % 90))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from synthfactory.stitch.spark_session import spark_session
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    good = pa.table({"id": [f"d{i:03d}" for i in range(GOOD_DOCS)],
+                     "text": [_text(i) for i in range(GOOD_DOCS)]})
+    pq.write_table(good, root / "good.parquet")
+    # Bad rows: null, empty, whitespace, too long, invalid UTF-8, a duplicate id.
+    bad = pa.table({
+        "id": ["n1", "e1", "w1", "long1", "utf1", "d000"],
+        "text": pa.array([None, b"", b"   \n", ("x " * 5000).encode(), b"caf\xe9 au lait",
+                          b"duplicate of d000"], pa.binary()),
+    })
+    pq.write_table(bad, root / "bad.parquet")
+    pq.write_table(pa.table({"id": ["t1", "t2"], "text": [1, 2]}), root / "wrongtype.parquet")
+    return root
+
+
+def _config(corpus, out, **overrides):
+    values = dict(
+        files=[f"file://{corpus}/{n}" for n in ("good.parquet", "bad.parquet",
+                                                 "wrongtype.parquet")],
+        run=RunLayout(out), templates=load_templates(TEMPLATES),
+        model_dir=str(default_model_dir()), shard_tokens=4096, styles_per_doc=2,
+        max_new_tokens=128, max_model_len=2048,
+    )
+    values.update(overrides)
+    return StitchConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def first_run(spark, corpus, tmp_path_factory):
+    out = f"file://{tmp_path_factory.mktemp('run')}"
+    plan = stitch(_config(corpus, out), spark)
+    return out, plan
+
+
+def _prompts(out: str) -> pa.Table:
+    urls = [u for u in storage.list_files(storage.join(out, "prompts"), suffix=".parquet")]
+    return pa.concat_tables([storage.read_table(u) for u in urls])
+
+
+def test_every_row_lands_in_k_prompts_or_quarantine(first_run):
+    out, plan = first_run
+    prompts = _prompts(out)
+    quarantine = storage.read_table(storage.join(out, "quarantine", "stitch", "part-00000.parquet"))
+    assert plan["rows_in"] == GOOD_DOCS + 6 + 2
+    assert plan["rows_in"] == plan["prompt_rows"] / 2 + plan["quarantined"]
+    per_doc = {}
+    for doc_id, template in zip(prompts.column("id").to_pylist(),
+                                prompts.column("template_id").to_pylist(), strict=True):
+        per_doc.setdefault(doc_id, []).append(template)
+    assert set(per_doc) == {f"d{i:03d}" for i in range(GOOD_DOCS)}
+    assert all(len(t) == 2 == len(set(t)) for t in per_doc.values())
+    reasons = dict(zip(quarantine.column("id").to_pylist(),
+                       quarantine.column("reason").to_pylist(), strict=True))
+    assert reasons["n1"] == "null text"
+    assert reasons["e1"] == reasons["w1"] == "empty text"
+    assert reasons["utf1"] == "invalid UTF-8 in text"
+    assert reasons["long1"].startswith("too long for the context window")
+    assert reasons["t1"] == reasons["t2"] == "text is not a string (column type int64)"
+    assert "duplicate id" in quarantine.column("reason").to_pylist()
+
+
+def test_prompts_carry_the_document_and_template(first_run):
+    out, _ = first_run
+    row = _prompts(out).slice(0, 1).to_pylist()[0]
+    template = {t.id: t for t in load_templates(TEMPLATES)}[row["template_id"]]
+    assert row["system"] == template.system
+    assert row["user"].startswith(template.user.split("{document}")[0])
+    assert "Document " in row["user"] and "{document}" not in row["user"]
+    assert row["prompt_tokens"] > 40 and row["max_new_tokens"] == 128
+
+
+def test_shards_are_cut_to_the_token_budget(first_run):
+    out, plan = first_run
+    shards = plan["shards"]
+    assert [s["name"] for s in shards] == [f"shard-{i:05d}" for i in range(len(shards))]
+    assert len(shards) >= 3
+    for shard in shards[:-1]:
+        assert abs(shard["tokens"] - 4096) / 4096 <= 0.10, shard
+    on_disk = json.loads(storage.read_bytes(storage.join(out, "prompts", "shards.json")))
+    assert on_disk["shards"] == shards
+    for shard in shards:
+        assert storage.read_table(shard["url"]).num_rows == shard["rows"]
+
+
+def test_rerun_is_identical(spark, corpus, first_run, tmp_path):
+    out, _ = first_run
+    again = f"file://{tmp_path}/again"
+    stitch(_config(corpus, again), spark)
+    for name in ("shard-00000.parquet", "shard-00001.parquet"):
+        first = storage.read_table(storage.join(out, "prompts", name))
+        second = storage.read_table(storage.join(again, "prompts", name))
+        assert first.equals(second)
+
+
+def test_missing_column_names_file_and_column(spark, corpus, tmp_path):
+    cfg = _config(corpus, f"file://{tmp_path}/x", text_column="body")
+    with pytest.raises(Exception, match=r"good.parquet: missing column 'body'"):
+        stitch(cfg, spark)
+
+
+def test_cli_reports_unreadable_file_and_bad_template(tmp_path):
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet at all")
+    manifest = tmp_path / "manifest"
+    manifest.mkdir()
+    pq.write_table(pa.table({"key": [f"file://{broken}"]}), manifest / "part-00000.parquet")
+    cli = [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest",
+           f"file://{manifest}", "--out", f"file://{tmp_path}/run", "--shard-tokens", "4096"]
+    bad_template = subprocess.run([*cli, "--templates", "sonnet"], capture_output=True, text=True)
+    assert bad_template.returncode == 1
+    assert "template 'sonnet': not found" in bad_template.stderr
+    unreadable = subprocess.run([*cli, "--templates", "qa"], capture_output=True, text=True)
+    assert unreadable.returncode == 1
+    assert "broken.parquet: unreadable parquet" in unreadable.stderr
+
+
+def test_budget_below_context_is_refused():
+    from argparse import Namespace
+
+    from synthfactory.stitch.command import run
+
+    args = Namespace(shard_tokens=100, max_model_len=2048, min_quality=None,
+                     quality_column=None)
+    with pytest.raises(SynthfactoryError, match="--shard-tokens 100 is below"):
+        run(args)

@@ -1,0 +1,134 @@
+"""Exactly-once shard commits, resume and torn parts, with a deterministic engine.
+
+The echo engine stands in for vLLM so every interleaving is fast and repeatable; the
+same worker runs the real engine in tests/integration/engine/test_rephrase_vllm.py.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from rephrase_fixtures import write_prompt_shard
+
+from synthfactory import storage
+from synthfactory.rephrase.engines import EchoEngine
+from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class CrashingEngine(EchoEngine):
+    """Echo engine that dies after ``polls`` polls, as a GPU or node would."""
+
+    def __init__(self, polls: int, **kwargs):
+        super().__init__(**kwargs)
+        self.polls_left = polls
+
+    def poll(self):
+        if self.polls_left == 0:
+            raise Crash("engine died")
+        self.polls_left -= 1
+        return super().poll()
+
+
+def _all_rows(run_url: str, shard: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    gen = storage.list_files(storage.join(run_url, "generated", shard), suffix=".parquet")
+    quar = storage.list_files(storage.join(run_url, "quarantine", "rephrase", shard),
+                              suffix=".parquet")
+    def keys(urls):
+        tables = [storage.read_table(u) for u in urls]
+        return [(i, t) for tb in tables for i, t in zip(
+            tb.column("id").to_pylist(), tb.column("template_id").to_pylist(), strict=True)]
+    return keys(gen), keys(quar)
+
+
+@pytest.fixture
+def run_url(tmp_path):
+    return f"file://{tmp_path}/run"
+
+
+def test_shard_commits_every_row_once(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=50)
+    summary = rephrase_shard(shard, None, lambda: EchoEngine(per_poll=7),
+                             WorkerOptions(model="echo", checkpoint_rows=8))
+    commit = read_commit(storage.join(run_url, "generated", "shard-00000"))
+    assert summary["status"] == "committed"
+    assert commit["rows_in"] == 50 == commit["rows_generated"] + commit["rows_quarantined"]
+    assert [p["name"] for p in commit["parts"]] == [f"part-{k:05d}.parquet" for k in range(7)]
+    generated, quarantined = _all_rows(run_url, "shard-00000")
+    assert sorted(generated) == [(f"doc-{i:04d}", "summary") for i in range(50)]
+    assert quarantined == []
+    assert commit["ids_checksum"].startswith("sha256:")
+
+
+def test_rejected_and_empty_rows_go_to_quarantine_with_reason(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=20, bad_rows=(3, 11))
+    rephrase_shard(shard, None, lambda: EchoEngine(reject_if="REJECT"),
+                   WorkerOptions(model="echo", checkpoint_rows=6))
+    commit = read_commit(storage.join(run_url, "generated", "shard-00000"))
+    assert commit["rows_generated"] == 18 and commit["rows_quarantined"] == 2
+    reasons = pa.concat_tables([
+        storage.read_table(u) for u in storage.list_files(
+            storage.join(run_url, "quarantine", "rephrase", "shard-00000"))
+    ])
+    assert sorted(reasons.column("row").to_pylist()) == [3, 11]
+    assert all("rejected" in r for r in reasons.column("reason").to_pylist())
+
+
+def test_crash_then_resume_loses_and_duplicates_nothing(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=60)
+    options = WorkerOptions(model="echo", checkpoint_rows=10)
+    with pytest.raises(Crash):
+        rephrase_shard(shard, None, lambda: CrashingEngine(polls=9, per_poll=4), options)
+    out = storage.join(run_url, "generated", "shard-00000")
+    assert read_commit(out) is None
+    saved = len(_all_rows(run_url, "shard-00000")[0])
+    assert saved == 30  # 36 rows finished before the crash; the 6 unsaved are at most N-1
+
+    engine = EchoEngine(per_poll=4)
+    summary = rephrase_shard(shard, None, lambda: engine, options)
+    assert summary["resumed_rows"] == 30
+    generated, _ = _all_rows(run_url, "shard-00000")
+    assert sorted(generated) == [(f"doc-{i:04d}", "summary") for i in range(60)]
+    assert len(generated) == len(set(generated)) == 60
+
+
+def test_torn_part_is_discarded_and_regenerated(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=30)
+    options = WorkerOptions(model="echo", checkpoint_rows=10)
+    with pytest.raises(Crash):
+        rephrase_shard(shard, None, lambda: CrashingEngine(polls=6, per_poll=4), options)
+    part = storage.local_path(storage.join(run_url, "generated", "shard-00000",
+                                           "part-00001.parquet"))
+    data = open(part, "rb").read()
+    open(part, "wb").write(data[: len(data) // 2])  # a torn write
+
+    summary = rephrase_shard(shard, None, lambda: EchoEngine(), options)
+    assert summary["discarded_parts"] == ["part-00001.parquet"]
+    assert summary["resumed_rows"] == 10
+    generated, _ = _all_rows(run_url, "shard-00000")
+    assert sorted(generated) == [(f"doc-{i:04d}", "summary") for i in range(30)]
+
+
+def test_committed_shard_is_not_redone(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=12)
+    options = WorkerOptions(model="echo", checkpoint_rows=5)
+    rephrase_shard(shard, None, lambda: EchoEngine(), options)
+
+    def no_engine():
+        raise AssertionError("a committed shard must not load the engine")
+
+    summary = rephrase_shard(shard, None, no_engine, options)
+    assert summary["status"] == "already committed"
+    assert summary["rows_generated"] == 12
+
+
+def test_missing_prompt_column_is_a_clear_error(run_url):
+    url = storage.join(run_url, "prompts", "shard-00000.parquet")
+    storage.write_table(pa.table({"id": ["a"], "template_id": ["t"]}), url)
+    from synthfactory.errors import SynthfactoryError
+
+    with pytest.raises(SynthfactoryError, match=r"shard-00000.parquet: missing column"):
+        rephrase_shard(url, None, EchoEngine, WorkerOptions(model="echo"))
