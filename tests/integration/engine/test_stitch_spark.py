@@ -42,22 +42,22 @@ def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
     good = pa.table({"id": [f"d{i:03d}" for i in range(GOOD_DOCS)],
                      "text": [_text(i) for i in range(GOOD_DOCS)]})
-    pq.write_table(good, root / "good.parquet")
+    pq.write_table(good, root / "a_good.parquet")
     # Bad rows: null, empty, whitespace, too long, invalid UTF-8, a duplicate id.
     bad = pa.table({
         "id": ["n1", "e1", "w1", "long1", "utf1", "d000"],
         "text": pa.array([None, b"", b"   \n", ("x " * 5000).encode(), b"caf\xe9 au lait",
                           b"duplicate of d000"], pa.binary()),
     })
-    pq.write_table(bad, root / "bad.parquet")
-    pq.write_table(pa.table({"id": ["t1", "t2"], "text": [1, 2]}), root / "wrongtype.parquet")
+    pq.write_table(bad, root / "b_bad.parquet")
+    pq.write_table(pa.table({"id": ["t1", "t2"], "text": [1, 2]}), root / "c_wrongtype.parquet")
     return root
 
 
 def _config(corpus, out, **overrides):
     values = dict(
-        files=[f"file://{corpus}/{n}" for n in ("good.parquet", "bad.parquet",
-                                                 "wrongtype.parquet")],
+        files=[f"file://{corpus}/{n}" for n in ("a_good.parquet", "b_bad.parquet",
+                                                 "c_wrongtype.parquet")],
         run=RunLayout(out), templates=load_templates(TEMPLATES),
         model_dir=str(default_model_dir()), shard_tokens=4096, styles_per_doc=2,
         max_new_tokens=128, max_model_len=2048,
@@ -97,7 +97,10 @@ def test_every_row_lands_in_k_prompts_or_quarantine(first_run):
     assert reasons["utf1"] == "invalid UTF-8 in text"
     assert reasons["long1"].startswith("too long for the context window")
     assert reasons["t1"] == reasons["t2"] == "text is not a string (column type int64)"
-    assert "duplicate id" in quarantine.column("reason").to_pylist()
+    duplicates = [s for s, r in zip(quarantine.column("source").to_pylist(),
+                                    quarantine.column("reason").to_pylist(), strict=True)
+                  if r == "duplicate id"]
+    assert len(duplicates) == 1 and duplicates[0].endswith("b_bad.parquet")  # first one wins
 
 
 def test_prompts_carry_the_document_and_template(first_run):
@@ -135,7 +138,7 @@ def test_rerun_is_identical(spark, corpus, first_run, tmp_path):
 
 def test_missing_column_names_file_and_column(spark, corpus, tmp_path):
     cfg = _config(corpus, f"file://{tmp_path}/x", text_column="body")
-    with pytest.raises(Exception, match=r"good.parquet: missing column 'body'"):
+    with pytest.raises(Exception, match=r"_\w+\.parquet: missing column 'body'"):
         stitch(cfg, spark)
 
 
