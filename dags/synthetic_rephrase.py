@@ -53,7 +53,7 @@ def validate_argv(group: dict) -> list[str]:
 
 params = {
     "source": Param(SETTINGS.url("var", "corpus"), type="string", minLength=1,
-                    description="seed corpus URL (file:// or s3://) holding dt=YYYY-MM-DD partitions"),
+                    description="seed corpus URL (file:// or s3://), dt=YYYY-MM-DD partitions"),
     "partition_template": Param("dt={ds}", type="string", minLength=1,
                                 description="partition path selected by the data interval"),
     "output_root": Param(SETTINGS.url("var", "data"), type="string", minLength=1,
@@ -128,8 +128,8 @@ with DAG(
     wait = WaveCapacitySensor(
         task_id="wait_for_capacity",
         wave=[
-            {"pool": "gpu", "count": wave_count(SETTINGS, GROUPS), **wave_requests("gpu", SETTINGS)},
-            {"pool": "cpu", "count": wave_count(SETTINGS, GROUPS), **wave_requests("cpu", SETTINGS)},
+            {"pool": kind, "count": wave_count(SETTINGS, GROUPS), **wave_requests(kind, SETTINGS)}
+            for kind in ("gpu", "cpu")
         ],
         cluster="kubernetes" if SETTINGS.runner == "kubernetes" else "local",
         namespace=SETTINGS.namespace,

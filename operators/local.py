@@ -30,11 +30,13 @@ class LocalStepOperator(BaseOperator):
     ui_color = "#e8f4ea"
 
     def __init__(self, *, arguments: list[str], worker_bin: str,
-                 env_vars: dict[str, str] | None = None, **kwargs: Any) -> None:
+                 env_vars: dict[str, str] | None = None, aws_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.arguments = arguments
         self.worker_bin = worker_bin
         self.env_vars = env_vars or {}
+        self.aws_conn_id = aws_conn_id
         self._process: subprocess.Popen | None = None
 
     def execute(self, context: Any) -> dict | None:
@@ -43,7 +45,8 @@ class LocalStepOperator(BaseOperator):
             raise StepFailed(f"{self.worker_bin}: worker environment missing (run `make setup`)")
         with tempfile.TemporaryDirectory(prefix="synthfactory-step-") as tmp:
             result_file = Path(tmp) / "result.json"
-            env = {**os.environ, **self.env_vars, RESULT_FILE_ENV: str(result_file)}
+            env = {**os.environ, **self._aws_env(), **self.env_vars,
+                   RESULT_FILE_ENV: str(result_file)}
             self.log.info("running %s", " ".join(argv))
             self._process = subprocess.Popen(
                 argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -58,6 +61,13 @@ class LocalStepOperator(BaseOperator):
             summary = json.loads(result_file.read_text()) if result_file.exists() else None
         attach_to_outlets(context, self.outlets, summary)
         return summary
+
+    def _aws_env(self) -> dict[str, str]:
+        if not self.aws_conn_id:
+            return {}
+        from operators.aws_env import aws_environment
+
+        return aws_environment(self.aws_conn_id)
 
     def on_kill(self) -> None:
         if self._process and self._process.poll() is None:

@@ -32,6 +32,8 @@ class Settings:
         "SYNTHFACTORY_KUBERNETES_CONN_ID", "kubernetes_default"))
     secret_name: str = field(default_factory=lambda: _env(
         "SYNTHFACTORY_WORKER_SECRET", "synthfactory-worker-env"))
+    # local runner: an Airflow AWS connection whose credentials steps receive (optional)
+    aws_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_AWS_CONN_ID", ""))
     gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
     cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
 

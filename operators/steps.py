@@ -28,6 +28,7 @@ def step_kwargs(kind: str, settings: Settings, step: str) -> dict[str, Any]:
     # Local: the same retry shape, shorter delays; resumable steps make retries cheap.
     return {
         "worker_bin": settings.worker_bin,
+        "aws_conn_id": settings.aws_conn_id or None,
         "retries": 2 if kind == "gpu" else 1,
         "retry_delay": timedelta(seconds=10),
         "retry_exponential_backoff": True,

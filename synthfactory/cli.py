@@ -1,10 +1,11 @@
 """The ``synthfactory`` console script.
 
 Every subcommand lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> dict`` (or a list, where Airflow maps over it). Modules are imported lazily so ``synthfactory crawl`` does not
-pay for torch or vLLM. The returned dict is the step's summary: it is printed as the
-last line of stdout and written to the result file (see :mod:`synthfactory.result`),
-which is how Airflow reads it as XCom in both runners.
+``run(args) -> dict`` (a list where Airflow maps over it). Modules are imported
+lazily so ``synthfactory crawl`` does not pay for torch or vLLM. The returned value is
+the step's summary: it is printed as the last line of stdout and written to the result
+file (see :mod:`synthfactory.result`), which is how Airflow reads it as XCom in both
+runners.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "corpus": ("synthfactory.corpus", "build the seed corpus from the Python stdlib docstrings"),
     "model": ("synthfactory.model", "prepare the embedded model folder (model prepare)"),
     "crawl": ("synthfactory.crawl.command", "list source partitions into a parquet manifest"),
-    "stitch": ("synthfactory.stitch.command", "Spark: stitch prompt templates onto documents, cut shards"),
+    "stitch": ("synthfactory.stitch.command", "Spark: stitch templates onto documents, cut shards"),
     "plan": ("synthfactory.plan", "group shards for the rephrase wave and size the wave"),
     "rephrase": ("synthfactory.rephrase.command", "vLLM: rephrase prompt shards, checkpointed"),
     "validate": ("synthfactory.validate", "per-shard token statistics and quality flags"),
@@ -61,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     except SynthfactoryError as exc:
         print(f"synthfactory {name}: error: {exc}", file=sys.stderr)
         return 1
-    publish(summary if summary is not None else {})
+    try:
+        publish(summary if summary is not None else {})
+    except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error
+        sys.stderr.close()
     return 0
 
 

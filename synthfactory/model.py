@@ -84,4 +84,5 @@ def run(args: argparse.Namespace) -> dict:
     started = time.monotonic()
     converted = prepare(out)
     log.info("%s model at %s", "converted" if converted else "reused", out)
-    return {"model": str(out), "converted": converted, "seconds": round(time.monotonic() - started, 1)}
+    seconds = round(time.monotonic() - started, 1)
+    return {"model": str(out), "converted": converted, "seconds": seconds}

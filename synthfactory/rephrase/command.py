@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", action="append", required=True,
                         help="prompt shard URL; repeat for a shard group")
     parser.add_argument("--out", default=None,
-                        help="run URL (default: the shard's run); writes generated/ and quarantine/")
+                        help="run URL (default: the shard's run); gets generated/, quarantine/")
     parser.add_argument("--model", default=None, help="model folder or name")
     parser.add_argument("--engine-args", default=None, help="JSON object or @file for vllm.LLM")
     parser.add_argument("--max-new-tokens", type=int, default=None,

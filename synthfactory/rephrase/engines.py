@@ -68,7 +68,7 @@ class VllmEngine:
     chat-template path as ``LLM.chat``) and stepped here, so finished rows can be
     checkpointed while the rest of the batch keeps running."""
 
-    def __init__(self, model: str, engine_args: dict, sampling: dict):
+    def __init__(self, model: str, engine_args: dict, sampling: dict, llm=None):
         cuda = has_cuda()
         if not cuda:
             configure_cpu_environment()
@@ -78,7 +78,8 @@ class VllmEngine:
         args = {**(GPU_ENGINE_DEFAULTS if cuda else CPU_ENGINE_DEFAULTS), **engine_args}
         self.engine_args = args
         self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
-        self.llm = LLM(model=model, **args)
+        # `llm` lets a benchmark drive an engine it already loaded (same weights, same args)
+        self.llm = llm if llm is not None else LLM(model=model, **args)
         self.params = SamplingParams(**sampling)
         self._rows: dict[str, int] = {}
         self.rejections: dict[int, str] = {}

@@ -1,20 +1,25 @@
-"""Progress for a terminal (a tqdm bar) or a pod (a log line every ``interval`` s)."""
+"""Progress for a terminal (a tqdm bar) or a pod (a log line every
+``$SYNTHFACTORY_PROGRESS_SECONDS``, 30 s by default)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 
 log = logging.getLogger(__name__)
 
 
+INTERVAL_ENV = "SYNTHFACTORY_PROGRESS_SECONDS"
+
+
 class Progress:
-    def __init__(self, label: str, total: int, done: int = 0, interval: float = 30.0):
+    def __init__(self, label: str, total: int, done: int = 0, interval: float | None = None):
         self.label, self.total, self.done = label, total, done
         self.tokens = 0
         self.started = self._last = time.monotonic()
-        self.interval = interval
+        self.interval = float(os.environ.get(INTERVAL_ENV, 30)) if interval is None else interval
         self._bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm

@@ -6,7 +6,6 @@ import argparse
 import logging
 import time
 
-
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout

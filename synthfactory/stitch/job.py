@@ -88,7 +88,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
     templates = spark.createDataFrame(
         [
             (t.id, t.version, t.style, t.system, t.user,
-             tokens.template_overhead(tok_json, t.system, t.user.replace("{" + PLACEHOLDER + "}", "")))
+             tokens.template_overhead(tok_json, t.system, t.render_user("")))
             for t in cfg.templates
         ],
         "template_id string, template_version int, style string, system string, "

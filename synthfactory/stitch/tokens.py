@@ -20,7 +20,8 @@ CHATML = "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_e
 def tokenizer_json(model_dir: str) -> str:
     path = Path(model_dir) / "tokenizer.json"
     if not path.is_file():
-        raise SynthfactoryError(f"{path}: tokenizer.json not found (run `synthfactory model prepare`)")
+        raise SynthfactoryError(
+            f"{path}: tokenizer.json not found (run `synthfactory model prepare`)")
     return path.read_text()
 
 
