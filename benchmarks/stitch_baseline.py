@@ -18,7 +18,6 @@ import os
 from collections import Counter
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -274,12 +273,12 @@ def stitch_baseline(
     return plan
 
 
-def read_prompts(prompts_dir: str) -> pd.DataFrame:
+def read_prompts(prompts_dir: str) -> pa.Table:
     """All shard rows of a run (Spark's or ours) with their shard name, for comparing."""
-    frames = []
+    tables = []
     for name in sorted(os.listdir(prompts_dir)):
         if name.startswith("shard-") and name.endswith(".parquet"):
-            frame = pq.read_table(os.path.join(prompts_dir, name)).to_pandas()
-            frame["shard"] = name.removesuffix(".parquet")
-            frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
+            table = pq.read_table(os.path.join(prompts_dir, name))
+            shard = pa.array([name.removesuffix(".parquet")] * table.num_rows, pa.string())
+            tables.append(table.append_column("shard", shard))
+    return pa.concat_tables(tables, promote_options="permissive")

@@ -66,6 +66,11 @@ params = {
                             description="styles drawn per document (<= number of templates)"),
     "shard_tokens": Param(8192, type="integer", minimum=2048,
                           description="token budget of one shard (prompt + new tokens)"),
+    "spark_master": Param("local[*]", type="string", minLength=1,
+                          description="Spark master of the stitch job (k8s://https://... "
+                                      "to run executors as pods; docs/stitch.md)"),
+    "spark_partitions": Param(8, type="integer", minimum=1,
+                              description="Spark partitions of the stitch job"),
     "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192),
     "max_model_len": Param(2048, type="integer", minimum=256),
     "temperature": Param(0.7, type="number", minimum=0, maximum=2),
@@ -112,7 +117,9 @@ with DAG(
                    "--shard-tokens", "{{ params.shard_tokens }}",
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
                    "--max-model-len", "{{ params.max_model_len }}",
-                   "--model", "{{ params.model }}"],
+                   "--model", "{{ params.model }}",
+                   "--master", "{{ params.spark_master }}",
+                   "--partitions", "{{ params.spark_partitions }}"],
         **step_kwargs("cpu", SETTINGS, "stitch_prompts"),
     )
     plan = Step(

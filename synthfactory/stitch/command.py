@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=None, help="model folder with tokenizer.json")
     parser.add_argument("--master", default="local[*]", help="Spark master URL")
+    parser.add_argument("--partitions", type=int, default=8,
+                        help="Spark partitions for reading, sorting and shuffles (scale out: "
+                             "about 2-3 per executor core)")
 
 
 def manifest_files(manifest_url: str) -> list[str]:
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> dict:
         max_model_len=args.max_model_len, text_column=args.text_column,
         id_column=args.id_column, quality_column=args.quality_column,
         min_quality=args.min_quality, seed=args.seed, master=args.master,
+        partitions=args.partitions,
     )
     started = time.monotonic()
     spark = spark_session(args.master)

@@ -39,6 +39,7 @@ class StitchConfig:
     min_quality: float | None = None
     seed: int = 0
     master: str = "local[*]"
+    partitions: int = 8  # read, range and shuffle partitions; raise it with the executors
 
 
 def _too_long_reason(prompt: int, new: int, limit: int) -> str:
@@ -51,6 +52,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
     from pyspark.sql.functions import pandas_udf
     from pyspark.sql.types import LongType, StructField, StructType
 
+    spark.conf.set("spark.sql.shuffle.partitions", str(cfg.partitions))
     tok_json = tokens.tokenizer_json(cfg.model_dir)
     bc_tok = spark.sparkContext.broadcast(tok_json)
 
@@ -61,7 +63,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         return pd.Series(tokens.count_tokens(bc_tok.value, text.fillna("").tolist()))
 
     files = spark.createDataFrame([(u,) for u in cfg.files], "url string")
-    files = files.repartition(max(1, min(len(cfg.files), 64)))
+    files = files.repartition(max(1, min(len(cfg.files), cfg.partitions)))
     rows = files.mapInArrow(
         partial(reader.read_files, id_column=cfg.id_column, text_column=cfg.text_column,
                 quality_column=cfg.quality_column),
@@ -102,6 +104,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         .withColumn("pick", F.row_number().over(pick))
         .filter(F.col("pick") <= cfg.styles_per_doc)
         .withColumn("prompt_tokens", F.col("doc_tokens") + F.col("overhead"))
+        .persist()  # read twice (prompts and the too-long check): tokenise once
     )
     per_doc = selected.groupBy("id").agg(F.max("prompt_tokens").alias("longest"))
     limit = cfg.max_model_len - cfg.max_new_tokens
@@ -114,8 +117,8 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         .withColumn("cost_tokens", F.col("prompt_tokens") + F.lit(cfg.max_new_tokens))
         .select(*SHARD_COLUMNS, "source", "source_row", "cost_tokens")
     )
-    partitions = max(1, min(64, len(cfg.files)))
-    ordered = prompts.repartitionByRange(partitions, *ORDER).sortWithinPartitions(*ORDER).persist()
+    ordered = (prompts.repartitionByRange(cfg.partitions, *ORDER)
+               .sortWithinPartitions(*ORDER).persist())
     totals = {r["partition"]: r["tokens"] for r in ordered.mapInArrow(
         sharding.partition_totals, "partition int, tokens long").collect()}
     offsets = sharding.prefix_offsets(totals, ordered.rdd.getNumPartitions())
@@ -139,33 +142,36 @@ def stitch(cfg: StitchConfig, spark) -> dict:
     quarantine = (
         rows.filter(F.col("reason").isNotNull()).select("id", "source", "source_row", "reason")
         .unionByName(
-            rows.join(too_long, "id").select(
+            # usable rows only: a duplicate of a too-long document is already quarantined
+            rows.filter(F.col("reason").isNull()).join(too_long, "id").select(
                 "id", "source", "source_row", too_long_udf(F.col("longest")).alias("reason"))
         )
-        .orderBy("source", "source_row")
+        .repartitionByRange(cfg.partitions, "source", "source_row")
+        .sortWithinPartitions("source", "source_row")
     )
-    quarantined = quarantine.toArrow()
-    quarantine_url = storage.join(cfg.run.quarantine, "stitch", "part-00000.parquet")
-    storage.delete(storage.join(cfg.run.quarantine, "stitch"))
-    if quarantined.num_rows:
-        storage.write_table(quarantined, quarantine_url)
+    quarantine_dir = storage.join(cfg.run.quarantine, "stitch")
+    storage.delete(quarantine_dir)
+    # written per partition by the executors: the driver only sees counts per reason
+    reasons = Counter({r["reason"]: r["rows"] for r in quarantine.mapInArrow(
+        partial(_write_quarantine, folder=quarantine_dir), "reason string, rows long",
+    ).groupBy("reason").agg(F.sum("rows").alias("rows")).collect()})
+    quarantined = sum(reasons.values())
 
     rows_in = rows.count()
     prompt_rows = sum(s["rows"] for s in shards)
-    if prompt_rows != (rows_in - quarantined.num_rows) * cfg.styles_per_doc:
+    if prompt_rows != (rows_in - quarantined) * cfg.styles_per_doc:
         raise SynthfactoryError(
-            f"stitch accounting failed: {rows_in} rows in, {quarantined.num_rows} quarantined, "
+            f"stitch accounting failed: {rows_in} rows in, {quarantined} quarantined, "
             f"{prompt_rows} prompt rows for {cfg.styles_per_doc} styles per document"
         )
-    reasons = Counter(quarantined.column("reason").to_pylist()) if quarantined.num_rows else {}
     plan = {
         "shards": shards,
         "templates": [{"id": t.id, "version": t.version, "style": t.style} for t in cfg.templates],
         "rows_in": rows_in,
         "prompt_rows": prompt_rows,
-        "quarantined": quarantined.num_rows,
+        "quarantined": quarantined,
         "quarantine_reasons": dict(sorted(reasons.items())),
-        "quarantine_url": quarantine_url if quarantined.num_rows else None,
+        "quarantine_url": quarantine_dir if quarantined else None,
         "styles_per_doc": cfg.styles_per_doc,
         "shard_tokens": cfg.shard_tokens,
         "max_new_tokens": cfg.max_new_tokens,
@@ -174,9 +180,26 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         "files": len(cfg.files),
     }
     storage.write_json(cfg.run.shards_json, plan)
-    for frame in (rows, ordered, with_shard):
+    for frame in (rows, selected, ordered, with_shard):
         frame.unpersist()
     return plan
+
+
+def _write_quarantine(batches, folder: str):
+    """``mapInArrow`` body: this partition's quarantine rows -> ``part-{partition}``."""
+    from pyspark import TaskContext
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    name = f"part-{TaskContext.get().partitionId():05d}.parquet"
+    storage.write_table(table, storage.join(folder, name))
+    counts = Counter(table.column("reason").to_pylist())
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(list(counts), pa.string()), pa.array(list(counts.values()), pa.int64())],
+        names=["reason", "rows"],
+    )
 
 
 def _write_shard(table: pa.Table, run: RunLayout, dense: dict[int, int]) -> pa.Table:

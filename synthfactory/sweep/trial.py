@@ -31,6 +31,20 @@ def error_kind(message: str) -> str:
     return "out_of_memory" if OOM.search(message) else "error"
 
 
+def describe(exc: BaseException) -> str:
+    """The engine's own message; for vLLM's pydantic config errors just the reasons,
+    without the dump of every argument."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            reasons = [e["msg"] for e in errors() if isinstance(e, dict) and e.get("msg")]
+        except Exception:  # not pydantic's errors(): fall back to str()
+            reasons = []
+        if reasons:
+            return f"{type(exc).__name__}: " + "; ".join(reasons)
+    return f"{type(exc).__name__}: {exc}"
+
+
 def read_conversations(shard: str, rows: list[int]) -> list[list[dict]]:
     table = storage.read_table(shard, columns=["system", "user"]).take(rows)
     return [[{"role": "system", "content": s}, {"role": "user", "content": u}]
@@ -85,10 +99,12 @@ def measure(spec: dict) -> dict:
     # Warm-up: a few short requests pay the first-step costs outside the timed run.
     from vllm import SamplingParams
 
-    timed_params = engine.params
-    engine.params = SamplingParams(**{**spec["sampling"], "max_tokens": spec["warmup_tokens"]})
-    warm = drain(engine, conversations[: spec["warmup_rows"]])
-    engine.params = timed_params
+    timed_params, warmup_s = engine.params, 0.0
+    if spec["warmup_rows"]:
+        engine.params = SamplingParams(**{**spec["sampling"],
+                                          "max_tokens": spec["warmup_tokens"]})
+        warmup_s = drain(engine, conversations[: spec["warmup_rows"]])["seconds"]
+        engine.params = timed_params
     run = drain(engine, conversations)
     if run["rejected"]:
         raise RuntimeError(f"{run['rejected']} of {len(conversations)} requests rejected "
@@ -97,7 +113,7 @@ def measure(spec: dict) -> dict:
     return {
         "status": "ok", "device": engine.device, "engine_args": engine.engine_args,
         "effective": _effective(engine), "startup_s": round(startup_s, 3),
-        "warmup_s": round(warm["seconds"], 3), "generation_s": round(seconds, 3),
+        "warmup_s": round(warmup_s, 3), "generation_s": round(seconds, 3),
         "requests": run["requests"], "prompt_tokens": run["prompt_tokens"],
         "output_tokens": run["output_tokens"],
         "output_tokens_per_s": round(run["output_tokens"] / seconds, 2),
@@ -115,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(spec)
     except Exception as exc:  # any engine failure is a result, not a crash
         traceback.print_exc()
-        message = f"{type(exc).__name__}: {exc}"
+        message = describe(exc)
         result = {"status": "failed", "error_kind": error_kind(message), "error": message}
     result["child_peak_rss_mb"] = _peak_rss_mb()
     Path(args.result).write_text(json.dumps(result, sort_keys=True, default=str))

@@ -81,7 +81,9 @@ def _prompts(out: str) -> pa.Table:
 def test_every_row_lands_in_k_prompts_or_quarantine(first_run):
     out, plan = first_run
     prompts = _prompts(out)
-    quarantine = storage.read_table(storage.join(out, "quarantine", "stitch", "part-00000.parquet"))
+    quarantine = pa.concat_tables([storage.read_table(u) for u in storage.list_files(
+        storage.join(out, "quarantine", "stitch"), suffix=".parquet")])
+    assert quarantine.num_rows == plan["quarantined"]
     assert plan["rows_in"] == GOOD_DOCS + 6 + 2
     assert plan["rows_in"] == plan["prompt_rows"] / 2 + plan["quarantined"]
     per_doc = {}
@@ -134,6 +136,19 @@ def test_rerun_is_identical(spark, corpus, first_run, tmp_path):
         first = storage.read_table(storage.join(out, "prompts", name))
         second = storage.read_table(storage.join(again, "prompts", name))
         assert first.equals(second)
+
+
+def test_duplicate_of_a_too_long_document_is_quarantined_once(spark, tmp_path):
+    long_text = "y " * 5000
+    pq.write_table(pa.table({"id": ["long", "ok"], "text": [long_text, _text(1)]}),
+                   tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": ["long"], "text": [long_text]}), tmp_path / "b.parquet")
+    cfg = _config(tmp_path, f"file://{tmp_path}/run", styles_per_doc=1,
+                  files=[f"file://{tmp_path}/a.parquet", f"file://{tmp_path}/b.parquet"])
+    plan = stitch(cfg, spark)
+    assert plan["rows_in"] == 3 and plan["prompt_rows"] == 1 and plan["quarantined"] == 2
+    assert set(plan["quarantine_reasons"]) == {
+        "duplicate id", next(r for r in plan["quarantine_reasons"] if r.startswith("too long"))}
 
 
 def test_missing_column_names_file_and_column(spark, corpus, tmp_path):

@@ -1,0 +1,88 @@
+"""engine_sweep: measure vLLM engine configurations on a sample prompt shard and write
+the backed-off winner next to the model, where synthetic_rephrase's workers read it.
+
+Thin by design: one GPU-pool step running ``synthfactory sweep`` through the runner;
+the command itself runs each configuration in its own process inside that step.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from operators.settings import Settings
+from operators.steps import step_kwargs, step_operator_class
+
+SETTINGS = Settings()
+Step = step_operator_class(SETTINGS)
+
+# A retry of the task resumes the same folder (finished configurations are skipped);
+# a new run gets its own folder unless sweep_name names an earlier one.
+OUT = ("{{ params.output_root }}/engine_sweep/"
+       "{{ (params.sweep_name or run_id) | replace(':', '') | replace('+', '_') }}")
+
+DOC = """
+### engine_sweep
+
+Grid-searches vLLM engine arguments (`max_num_seqs`, `max_num_batched_tokens`,
+`gpu_memory_utilization`, `dtype`, `enable_prefix_caching`, `speculative_config`,
+`enforce_eager`, ...) on a sample of one prompt shard, on the GPU pool.
+
+* **grid**: a list of engine-argument objects, or `{param: [values]}` for every
+  combination. The built-in defaults (`{}`) are always measured as the baseline.
+* Each configuration runs in its own process after a warm-up; out-of-memory and invalid
+  combinations are recorded as failed and the sweep goes on.
+* Results: `{output_root}/engine_sweep/{run}/results.parquet`, `sweep.png`,
+  `winner.json`, the table in the task log.
+* With **apply**, the fastest configuration, scaled down by **safety_margin**, is
+  written to `{model}/synthfactory-engine.json`: the default engine arguments of
+  `synthetic_rephrase` for that model (its `engine_args` param still overrides them).
+
+See docs/sweep.md.
+"""
+
+params = {
+    "shard": Param(type="string", minLength=1,
+                   description="prompt shard URL (stitch output: .../prompts/shard-00000.parquet)"),
+    "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
+                   minLength=1, description="model folder; the winner is written inside it"),
+    "grid": Param({"max_num_seqs": [64, 128, 256], "max_num_batched_tokens": [4096, 8192]},
+                  type=["object", "array"], minProperties=1, minItems=1,
+                  description="list of engine-argument objects, or {param: [values]}"),
+    "sample_rows": Param(32, type="integer", minimum=1, maximum=100000,
+                         description="prompt rows measured per configuration"),
+    "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192),
+    "gpu_hour_cost": Param(2.5, type="number", minimum=0,
+                           description="price of one GPU-hour, for cost per billion tokens"),
+    "safety_margin": Param(0.1, type="number", minimum=0, exclusiveMaximum=1,
+                           description="fraction the winner's batch and memory knobs back off"),
+    "apply": Param(True, type="boolean",
+                   description="write the winner to {model}/synthfactory-engine.json"),
+    "output_root": Param(SETTINGS.url("var", "data"), type="string", minLength=1,
+                         description="where sweep folders are written (file:// or s3://)"),
+    "sweep_name": Param("", type="string", pattern=r"^[A-Za-z0-9._-]*$",
+                        description="folder name to resume into (default: the run id)"),
+}
+
+with DAG(
+    dag_id="engine_sweep",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    params=params,
+    doc_md=DOC,
+    tags=["synthfactory"],
+    default_args={"owner": "synthfactory"},
+) as dag:
+    Step(
+        task_id="sweep_engine_args",
+        arguments=["sweep", "--shard", "{{ params.shard }}", "--model", "{{ params.model }}",
+                   "--grid", "{{ params.grid | tojson }}", "--out", OUT,
+                   "--sample-rows", "{{ params.sample_rows }}",
+                   "--max-new-tokens", "{{ params.max_new_tokens }}",
+                   "--gpu-hour-cost", "{{ params.gpu_hour_cost }}",
+                   "--safety-margin", "{{ params.safety_margin }}",
+                   "{{ '--apply' if params.apply else '--no-apply' }}"],
+        **step_kwargs("gpu", SETTINGS, "engine_sweep"),
+    )
