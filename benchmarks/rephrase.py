@@ -115,7 +115,7 @@ def kill_trial(args, trial: int, tmp: Path, rng: random.Random) -> tuple[int, in
     shard = build_shard(run, args.prompts, args.max_new_tokens)
     argv = [sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard", shard,
             "--model", str(args.model), "--checkpoint-rows", str(args.checkpoint_rows),
-            "--temperature", "0", "--max-in-flight", str(args.max_in_flight)]
+            "--temperature", "0", "--max-in-flight", str(args.trial_max_in_flight)]
     env = {**os.environ, "SYNTHFACTORY_PROGRESS_SECONDS": "0"}
     target = rng.randint(args.checkpoint_rows, args.prompts - args.checkpoint_rows)
     log_path = tmp / f"kill-{trial}.log"
@@ -148,7 +148,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=48)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--checkpoint-rows", type=int, default=8)
-    parser.add_argument("--max-in-flight", type=int, default=256)
+    parser.add_argument("--trial-max-in-flight", type=int, default=6,
+                        help="kill trials: few requests in flight, so rows finish one by one "
+                             "and the kill lands between checkpoints")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
