@@ -100,6 +100,9 @@ def _shard_rows(shard: str) -> int:
 def run(args: argparse.Namespace) -> dict:
     _check(args)
     model = args.model or str(default_model_dir())
+    if args.apply and not Path(model).is_dir():  # say so before hours of measuring
+        raise SynthfactoryError(f"--model {model}: not a local folder, so the winner cannot "
+                                "be written next to it (use --no-apply)")
     configs = expand_grid(load_grid(args.grid), baseline=args.baseline)
     shard = storage.normalize(args.shard)
     rows = sample_rows(_shard_rows(shard), args.sample_rows)
@@ -121,8 +124,9 @@ def run(args: argparse.Namespace) -> dict:
         r["cost_per_billion_output_tokens"] = cost_per_billion(
             r.get("output_tokens_per_s"), args.gpu_hour_cost,
             devices(r["config"], r.get("device", "cpu")))
+    _report(records, folder, best["key"] if best else None, model)
     winner = _winner(records, best, backed, args, model, folder)
-    _report(records, folder, best["key"] if best else None, winner, model)
+    _print_winner(winner)
     failed = [r for r in records if r["status"] != "ok"]
     if best is None:
         raise SynthfactoryError(f"all {len(records)} configurations failed; see the table "
@@ -199,11 +203,14 @@ def _winner(records, best, backed, args, model: str, folder: SweepFolder) -> dic
 
 
 def _report(records: list[dict], folder: SweepFolder, best_key: str | None,
-            winner: dict | None, model: str) -> None:
+             model: str) -> None:
     folder.write_table(records)
     title = f"engine sweep of {Path(model).name} on {folder.url}"
     storage.write_bytes(folder.png_url, report.png(records, title, best_key))
     print(report.table(records, best_key), flush=True)
+
+
+def _print_winner(winner: dict | None) -> None:
     if winner and winner.get("applied_to"):
         print(f"winner written to {winner['applied_to']}", flush=True)
     elif winner:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 COLUMNS = (("config", 44), ("status", 13), ("start s", 8), ("out tok/s", 10),
-           ("prompt tok/s", 12), ("peak MiB", 9), ("$/B out", 9))
+           ("prompt tok/s", 12), ("peak MiB", 9), ("cpu", 5), ("$/B out", 9))
 
 
 def _fmt(value, digits: int = 1) -> str:
@@ -22,7 +22,8 @@ def table(records: list[dict], winner_key: str | None = None) -> str:
         status = r["status"] if r["status"] == "ok" else r.get("error_kind", "failed")
         cells = [label[:44], status[:13], _fmt(r.get("startup_s")),
                  _fmt(r.get("output_tokens_per_s")), _fmt(r.get("prompt_tokens_per_s")),
-                 _fmt(r.get("peak_rss_mb"), 0), _fmt(r.get("cost_per_billion_output_tokens"), 2)]
+                 _fmt(r.get("peak_rss_mb"), 0), _fmt(r.get("cpu_share")),
+                 _fmt(r.get("cost_per_billion_output_tokens"), 2)]
         lines.append("  ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=True)))
         if r["status"] != "ok" and r.get("error"):
             lines.append("      " + " ".join(r["error"].split())[:200])

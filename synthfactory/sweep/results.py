@@ -18,7 +18,8 @@ SCHEMA = pa.schema([
     ("warmup_s", pa.float64()), ("generation_s", pa.float64()), ("requests", pa.int64()),
     ("prompt_tokens", pa.int64()), ("output_tokens", pa.int64()),
     ("output_tokens_per_s", pa.float64()), ("prompt_tokens_per_s", pa.float64()),
-    ("peak_rss_mb", pa.float64()), ("cost_per_billion_output_tokens", pa.float64()),
+    ("peak_rss_mb", pa.float64()), ("cpu_share", pa.float64()),
+    ("cost_per_billion_output_tokens", pa.float64()),
     ("engine_args", pa.string()), ("effective", pa.string()), ("wall_s", pa.float64()),
 ])
 JSON_COLUMNS = ("config", "engine_args", "effective")

@@ -55,7 +55,7 @@ def read_conversations(shard: str, rows: list[int]) -> list[list[dict]]:
 def drain(engine, conversations: list[list[dict]]) -> dict:
     """Submit every conversation at once (the scheduler's max_num_seqs decides the
     batch, as in the worker) and step the engine until all have finished."""
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     rejected = engine.submit(list(range(len(conversations))), conversations)
     prompt_tokens = output_tokens = finished = 0
     while engine.in_flight():
@@ -64,6 +64,7 @@ def drain(engine, conversations: list[list[dict]]) -> dict:
             prompt_tokens += completion.prompt_tokens
             output_tokens += completion.output_tokens
     return {"seconds": time.monotonic() - started, "requests": finished,
+            "cpu_seconds": time.process_time() - cpu_started,
             "rejected": len(rejected), "prompt_tokens": prompt_tokens,
             "output_tokens": output_tokens,
             "rejection": next(iter(engine.rejections.values()), None)}
@@ -118,6 +119,9 @@ def measure(spec: dict) -> dict:
         "output_tokens": run["output_tokens"],
         "output_tokens_per_s": round(run["output_tokens"] / seconds, 2),
         "prompt_tokens_per_s": round(run["prompt_tokens"] / seconds, 2),
+        # CPU seconds per wall second of the timed run: on a shared machine, a figure
+        # well below the cores given to vLLM means the trial was starved, not slow.
+        "cpu_share": round(run["cpu_seconds"] / seconds, 2),
     }
 
 

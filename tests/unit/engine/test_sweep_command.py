@@ -128,3 +128,10 @@ def test_when_every_configuration_fails_the_sweep_fails_after_reporting(sweep_en
 def test_sample_rows_spread_over_the_shard():
     assert command.sample_rows(10, 4) == [0, 2, 5, 7]
     assert command.sample_rows(3, 8) == [0, 1, 2]
+
+
+def test_apply_to_a_model_that_is_not_a_folder_is_refused_before_measuring(sweep_env):
+    tmp_path, calls = sweep_env
+    with pytest.raises(SynthfactoryError, match="not a local folder"):
+        command.run(_args(tmp_path, GRID, model="HuggingFaceTB/SmolLM2-135M-Instruct"))
+    assert calls == []
