@@ -29,11 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-
 from synthfactory import storage
 from synthfactory.corpus import iter_docstrings
 from synthfactory.model import default_model_dir
+from synthfactory.stitch.prompt_table import prompt_table
 from synthfactory.stitch.templates import load_template
 
 PROGRESS = re.compile(r"shard-\d+: (\d+)/(\d+) rows")
@@ -46,16 +45,8 @@ def build_shard(run: Path, prompts: int, max_new_tokens: int) -> str:
         docs.append(text)
         if len(docs) == prompts:
             break
-    table = pa.table({
-        "id": [f"doc-{i:04d}" for i in range(prompts)],
-        "template_id": [template.id] * prompts,
-        "template_version": pa.array([template.version] * prompts, pa.int32()),
-        "style": [template.style] * prompts,
-        "system": [template.system] * prompts,
-        "user": [template.render_user(d) for d in docs],
-        "prompt_tokens": [0] * prompts,
-        "max_new_tokens": pa.array([max_new_tokens] * prompts, pa.int32()),
-    })
+    table = prompt_table(template, [f"doc-{i:04d}" for i in range(prompts)], docs,
+                         max_new_tokens)
     url = f"file://{run}/prompts/shard-00000.parquet"
     storage.write_table(table, url)
     return url

@@ -23,11 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import pyarrow as pa  # noqa: E402
 
 from synthfactory import storage  # noqa: E402
 from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
+from synthfactory.stitch.prompt_table import prompt_table  # noqa: E402
 from synthfactory.stitch.templates import load_template  # noqa: E402
 
 GRID = ROOT / "examples/sweep/cpu-benchmark.json"
@@ -37,15 +37,8 @@ def write_shard(run: Path, rows: int) -> str:
     template = load_template("encyclopedic")
     docs = iter_docstrings(Path(sysconfig.get_paths()["stdlib"]), 400, 1200, per_module=1)
     texts = [doc for _, (_, doc) in zip(range(rows), docs, strict=False)]
-    n = len(texts)
-    table = pa.table({
-        "id": [f"doc-{i:04d}" for i in range(n)], "template_id": [template.id] * n,
-        "template_version": pa.array([template.version] * n, pa.int32()),
-        "style": [template.style] * n, "system": [template.system] * n,
-        "user": [template.render_user(t) for t in texts],
-        "prompt_tokens": [len(t) // 4 for t in texts],
-        "max_new_tokens": pa.array([128] * n, pa.int32()),
-    })
+    table = prompt_table(template, [f"doc-{i:04d}" for i in range(len(texts))], texts, 128,
+                         prompt_tokens=[len(t) // 4 for t in texts])
     url = f"file://{run}/prompts/shard-00000.parquet"
     storage.write_table(table, url)
     return url

@@ -17,6 +17,7 @@ import pytest
 from synthfactory import storage
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.worker import read_commit
+from synthfactory.stitch.prompt_table import prompt_table
 from synthfactory.stitch.templates import load_template
 
 pytestmark = pytest.mark.skipif(not is_ready(default_model_dir()),
@@ -32,16 +33,7 @@ def _shard(run: Path) -> str:
              f"working with {topic}. It is used by many programs." for name, topic in
              [("json", "JSON data"), ("csv", "CSV files"), ("re", "regular expressions"),
               ("time", "clocks"), ("math", "numbers"), ("gzip", "compressed files")]] * 4
-    table = pa.table({
-        "id": [f"doc-{i:03d}" for i in range(ROWS)],
-        "template_id": [template.id] * ROWS,
-        "template_version": pa.array([template.version] * ROWS, pa.int32()),
-        "style": [template.style] * ROWS,
-        "system": [template.system] * ROWS,
-        "user": [template.render_user(t) for t in texts[:ROWS]],
-        "prompt_tokens": [60] * ROWS,
-        "max_new_tokens": pa.array([24] * ROWS, pa.int32()),
-    })
+    table = prompt_table(template, [f"doc-{i:03d}" for i in range(ROWS)], texts[:ROWS], 24)
     url = f"file://{run}/prompts/shard-00000.parquet"
     storage.write_table(table, url)
     return url

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from synthfactory import storage
@@ -20,6 +19,7 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase import command as rephrase_command
 from synthfactory.rephrase import engines
 from synthfactory.rephrase.engine_args import tuned_engine_args
+from synthfactory.stitch.prompt_table import prompt_table
 from synthfactory.stitch.templates import load_template
 
 pytestmark = pytest.mark.skipif(
@@ -48,15 +48,7 @@ def _shard(tmp_path: Path) -> str:
               ("time", "clocks"), ("math", "numbers"), ("gzip", "compressed files")] * 2
     texts = [f"The {n} module of the Python standard library provides tools for working "
              f"with {t}. It is used by many programs." for n, t in topics]
-    rows = len(texts)
-    table = pa.table({
-        "id": [f"doc-{i:03d}" for i in range(rows)],
-        "template_id": [template.id] * rows,
-        "template_version": pa.array([template.version] * rows, pa.int32()),
-        "style": [template.style] * rows, "system": [template.system] * rows,
-        "user": [template.render_user(t) for t in texts], "prompt_tokens": [60] * rows,
-        "max_new_tokens": pa.array([12] * rows, pa.int32()),
-    })
+    table = prompt_table(template, [f"doc-{i:03d}" for i in range(len(texts))], texts, 12)
     url = f"file://{tmp_path}/run/prompts/shard-00000.parquet"
     storage.write_table(table, url)
     return url

@@ -1,0 +1,30 @@
+"""A prompt shard table in the contract's schema (docs/contracts.md), built in one
+process: for samples, benchmarks and tests. The Spark job writes the same columns."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from synthfactory.stitch.templates import PromptTemplate
+
+PROMPT_SCHEMA = pa.schema([
+    ("id", pa.string()), ("template_id", pa.string()), ("template_version", pa.int32()),
+    ("style", pa.string()), ("system", pa.string()), ("user", pa.string()),
+    ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()),
+])
+
+
+def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
+                 max_new_tokens: int, prompt_tokens: list[int] | None = None) -> pa.Table:
+    """One prompt row per document, all with ``template``; token estimates default to 0."""
+    n = len(ids)
+    return pa.table({
+        "id": ids,
+        "template_id": [template.id] * n,
+        "template_version": [template.version] * n,
+        "style": [template.style] * n,
+        "system": [template.system] * n,
+        "user": [template.render_user(d) for d in documents],
+        "prompt_tokens": prompt_tokens if prompt_tokens is not None else [0] * n,
+        "max_new_tokens": [max_new_tokens] * n,
+    }, schema=PROMPT_SCHEMA)
