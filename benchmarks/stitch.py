@@ -106,8 +106,9 @@ def build_corpus(root: Path, docs: int, files: int, seed: int) -> tuple[str, Cou
             ids[i] = None
             injected["null id"] += 1
         elif k < 0.0065 and i > 0:
-            # repeat an earlier id. Not one of a document past the context window: the job
-            # would quarantine the repeat twice (see docs/stitch.md, known issue).
+            # repeat an earlier id. Not one of a document past the context window: the
+            # corpus stays the one of the first published run (that case had a bug, since
+            # fixed and covered by a test; see docs/stitch.md).
             j = int(rng.integers(0, i))
             while ids[j] is None or texts[j] is None or len(texts[j]) > 3_000:
                 j = int(rng.integers(0, i))
@@ -168,8 +169,8 @@ def _prompt_table(prompts_dir: str) -> pa.Table:
 
 
 def _quarantine(run_dir: str) -> Counter:
-    path = os.path.join(run_dir, "quarantine", "stitch", "part-00000.parquet")
-    table = pq.read_table(path)
+    # the job writes one part per Spark partition, the baseline a single part
+    table = pq.read_table(os.path.join(run_dir, "quarantine", "stitch"))
     return Counter(zip(table.column("source").to_pylist(), table.column("source_row").to_pylist(),
                        table.column("reason").to_pylist(), strict=True))
 
