@@ -68,7 +68,7 @@ demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 	  --wall-seconds $$(( $$(date +%s) - start ))
 
 standalone: setup $(AIRFLOW_HOME)/airflow.db
-	$(AIRFLOW) standalone
+	PATH="$(HOME_DIR)/.venv/bin:$$PATH" $(AIRFLOW) standalone  # it starts `airflow ...` from PATH
 
 test: setup
 	bash scripts/test.sh
