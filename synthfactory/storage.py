@@ -91,18 +91,25 @@ def read_bytes(url: str) -> bytes:
         raise SynthfactoryError(f"{url}: not found") from exc
 
 
-def write_bytes(url: str, data: bytes) -> None:
+def _write(url: str, write) -> None:
+    """``write(fs, path)`` to a hidden temp name then rename (local), or straight (S3)."""
     fs, path = filesystem(url)
-    parent = path.rsplit("/", 1)[0]
-    if isinstance(fs, pafs.LocalFileSystem):
-        fs.create_dir(parent, recursive=True)
-        tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.{uuid.uuid4().hex}.tmp"
-        with fs.open_output_stream(tmp) as out:
-            out.write(data)
-        os.replace(tmp, path)
-    else:
+    if not isinstance(fs, pafs.LocalFileSystem):
+        write(fs, path)
+        return
+    parent, name = path.rsplit("/", 1)
+    fs.create_dir(parent, recursive=True)
+    tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
+    write(fs, tmp)
+    os.replace(tmp, path)
+
+
+def write_bytes(url: str, data: bytes) -> None:
+    def write(fs, path):
         with fs.open_output_stream(path) as out:
             out.write(data)
+
+    _write(url, write)
 
 
 def read_json(url: str):
@@ -129,15 +136,7 @@ def read_table(url: str, columns: list[str] | None = None) -> pa.Table:
 
 def write_table(table: pa.Table, url: str, **kwargs) -> None:
     """Write parquet atomically (temp name then rename locally; one PUT on S3)."""
-    fs, path = filesystem(url)
-    if isinstance(fs, pafs.LocalFileSystem):
-        parent = path.rsplit("/", 1)[0]
-        fs.create_dir(parent, recursive=True)
-        tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.{uuid.uuid4().hex}.tmp"
-        pq.write_table(table, tmp, filesystem=fs, **kwargs)
-        os.replace(tmp, path)
-    else:
-        pq.write_table(table, path, filesystem=fs, **kwargs)
+    _write(url, lambda fs, path: pq.write_table(table, path, filesystem=fs, **kwargs))
 
 
 def list_files(url: str, suffix: str = "") -> list[str]:

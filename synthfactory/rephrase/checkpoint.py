@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
@@ -115,8 +114,7 @@ def _record(name: str, generated: pa.Table, quarantined: pa.Table) -> PartRecord
 def _check_part(url: str, quarantine_url: str, rows_in: int, seen: set[int]) -> PartRecord | None:
     try:
         generated = storage.read_table(url)
-        meta = pq.read_schema(storage.filesystem(url)[1],
-                              filesystem=storage.filesystem(url)[0]).metadata or {}
+        meta = generated.schema.metadata or {}
         expected_generated = int(meta[_META_GENERATED])
         expected_quarantined = int(meta[_META_QUARANTINED])
         quarantined = (storage.read_table(quarantine_url) if expected_quarantined

@@ -91,6 +91,7 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     systems = prompts.column("system").to_pylist()
     users = prompts.column("user").to_pylist()
     finished: list[dict] = []  # rows in completion order, generated or quarantined
+    settled: set[int] = set()  # rows already in `finished`: an engine may answer twice
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
     cursor = 0
     while cursor < len(pending) or engine.in_flight():
@@ -101,9 +102,13 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             conversations = [[{"role": "system", "content": systems[r]},
                               {"role": "user", "content": users[r]}] for r in chunk]
             for row in engine.submit(chunk, conversations):
+                settled.add(row)
                 finished.append({"row": row, "reason": "engine rejected the request: "
                                  + engine.rejections.get(row, "unknown")})
         for c in engine.poll():
+            if c.row in settled:
+                continue
+            settled.add(c.row)
             if c.text.strip():
                 finished.append({"row": c.row, "output_text": c.text,
                                  "prompt_tokens": c.prompt_tokens,

@@ -132,3 +132,19 @@ def test_missing_prompt_column_is_a_clear_error(run_url):
 
     with pytest.raises(SynthfactoryError, match=r"shard-00000.parquet: missing column"):
         rephrase_shard(url, None, EchoEngine, WorkerOptions(model="echo"))
+
+
+class EchoTwiceEngine(EchoEngine):
+    """Answers some requests twice, as an engine retrying a request internally might."""
+
+    def poll(self):
+        done = super().poll()
+        return done + [c for c in done if c.row % 5 == 0]
+
+
+def test_a_row_answered_twice_is_stored_once(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=25)
+    rephrase_shard(shard, None, lambda: EchoTwiceEngine(per_poll=4),
+                   WorkerOptions(model="echo", checkpoint_rows=6))
+    generated, _ = _all_rows(run_url, "shard-00000")
+    assert len(generated) == len(set(generated)) == 25
