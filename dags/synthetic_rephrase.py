@@ -7,7 +7,7 @@ runner (``SYNTHFACTORY_RUNNER=local|kubernetes``); nothing heavy is imported her
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param, chain
+from airflow.sdk import DAG, Asset, Param, chain, task_group
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from operators.settings import Settings
@@ -30,7 +30,8 @@ Rephrases the seed documents of one data interval with an LLM (WRAP / BeyondWeb 
 and registers the result as an Iceberg table.
 
 `crawl_metadata` → `stitch_prompts` (Spark) → `plan_shards` → `wait_for_capacity` →
-`rephrase_shard[i]` (GPU pool, vLLM, checkpointed) → `validate_shard[i]` (CPU pool) →
+`shard[i]` = `shard.rephrase` (GPU pool, vLLM, checkpointed) → `shard.validate` (CPU pool),
+one mapped task group per shard group →
 `register_catalog` (Iceberg + Asset event) → `smoke_test_training`.
 
 Output lands under `{output_root}/synthetic_rephrase/{interval start}/` (manifest,
@@ -43,12 +44,19 @@ The runner (`SYNTHFACTORY_RUNNER`) is `local` (subprocesses of `.venv-worker`) o
 GROUPS = "{{ ti.xcom_pull(task_ids='plan_shards') | length }}"  # wave size = shard groups
 
 
-def rephrase_argv(group: dict) -> list[str]:
-    return group["rephrase"]
+def shard_argvs(group: dict) -> dict[str, list[str]]:
+    """One plan entry -> the arguments of one ``shard`` task group (expand_kwargs)."""
+    return {"rephrase_argv": group["rephrase"], "validate_argv": group["validate"]}
 
 
-def validate_argv(group: dict) -> list[str]:
-    return group["validate"]
+@task_group(group_id="shard")
+def shard(rephrase_argv: list[str], validate_argv: list[str]) -> None:
+    """One shard group: its validation starts as soon as its own rephrase ends."""
+    rephrase = Step(task_id="rephrase", arguments=rephrase_argv,
+                    **step_kwargs("gpu", SETTINGS, "rephrase"))
+    validate = Step(task_id="validate", arguments=validate_argv,
+                    **step_kwargs("cpu", SETTINGS, "validate"))
+    rephrase >> validate
 
 
 params = {
@@ -145,12 +153,7 @@ with DAG(
         timeout=6 * 3600,
         mode="reschedule",
     )
-    rephrase = Step.partial(
-        task_id="rephrase_shard", **step_kwargs("gpu", SETTINGS, "rephrase_shard"),
-    ).expand(arguments=plan.output.map(rephrase_argv))
-    validate = Step.partial(
-        task_id="validate_shard", **step_kwargs("cpu", SETTINGS, "validate_shard"),
-    ).expand(arguments=plan.output.map(validate_argv))
+    shards = shard.expand_kwargs(plan.output.map(shard_argvs))
     register = Step(
         task_id="register_catalog",
         arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
@@ -168,4 +171,4 @@ with DAG(
         arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}"],
         **step_kwargs("gpu", SETTINGS, "smoke_test_training"),
     )
-    chain(crawl, stitch, plan, wait, rephrase, validate, register, smoke)
+    chain(crawl, stitch, plan, wait, shards, register, smoke)

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 CHAIN = ["crawl_metadata", "stitch_prompts", "plan_shards", "wait_for_capacity",
-         "rephrase_shard", "validate_shard", "register_catalog", "smoke_test_training"]
+         "shard.rephrase", "shard.validate", "register_catalog", "smoke_test_training"]
 
 
 @pytest.mark.parametrize("runner", ["local", "kubernetes"])
@@ -48,12 +48,22 @@ def test_task_chain_is_the_documented_pipeline(dagbag_for):
     assert dag.doc_md and "rephrase" in dag.doc_md
 
 
-def test_rephrase_and_validate_are_mapped(dagbag_for):
-    dag = dagbag_for("local").dags["synthetic_rephrase"]
-    from airflow.sdk.definitions.mappedoperator import MappedOperator
+@pytest.mark.parametrize("runner", ["local", "kubernetes"])
+def test_rephrase_and_validate_are_one_mapped_group_per_shard_group(dagbag_for, runner):
+    """validate[i] waits for rephrase[i] only, not for the whole wave: both sit in one
+    task group mapped over the plan, so Airflow pairs them by map index."""
+    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
 
-    assert isinstance(dag.get_task("rephrase_shard"), MappedOperator)
-    assert isinstance(dag.get_task("validate_shard"), MappedOperator)
+    dag = dagbag_for(runner).dags["synthetic_rephrase"]
+    group = dag.task_group_dict["shard"]
+    assert isinstance(group, MappedTaskGroup)
+    assert group.get_child_by_label("rephrase").task_id == "shard.rephrase"
+    assert dag.get_task("shard.validate").upstream_task_ids == {"shard.rephrase", "plan_shards"}
+    for task_id in ("shard.rephrase", "shard.validate"):
+        assert dag.get_task(task_id).get_closest_mapped_task_group() is group
+    # the group is mapped over plan_shards' XCom, one entry per shard group
+    (upstream,) = {op.task_id for op, _ in group._expand_input.iter_references()}
+    assert upstream == "plan_shards"
 
 
 def test_every_param_has_a_json_schema_type(dagbag_for):
