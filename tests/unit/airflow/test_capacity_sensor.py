@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import stat
@@ -61,11 +62,29 @@ def test_local_snapshot_counts_gpus_that_nvidia_smi_lists(monkeypatch, tmp_path)
 
 
 def test_local_memory_in_use_is_not_free():
+    """A request between free and total memory waits: it would fit the machine, but not
+    beside what its processes hold now. A sensor that counted in-use memory as free
+    (total as allocatable, nothing subtracted) would admit it."""
     snapshot = local_snapshot()
-    available = psutil.virtual_memory().available
-    too_much = {"pool": "cpu", "requests": {"memory": str(int(available * 1.5))}}
-    result = CapacityCheck(wave=[too_much], fail_when_impossible=False).run(snapshot)
+    (node,) = snapshot.nodes
+    (in_use_pod,) = snapshot.pods
+    total = int(node["status"]["allocatable"]["memory"])
+    in_use = int(in_use_pod["spec"]["containers"][0]["resources"]["requests"]["memory"])
+    assert 0 < in_use < total  # some memory is always in use: the case can discriminate
+    free = total - in_use
+    check = CapacityCheck(wave=[_memory_group(free + in_use // 2)])
+
+    result = check.run(snapshot)
     assert not result.fits and "Insufficient memory" in result.table
+    assert result.never is None  # it fits an idle machine: wait, do not fail
+    # the same request on a snapshot that forgets the memory in use is admitted
+    assert check.run(dataclasses.replace(snapshot, pods=[])).fits
+    # and half of what is free fits now
+    assert CapacityCheck(wave=[_memory_group(free // 2)]).run(snapshot).fits
+
+
+def _memory_group(memory: int) -> dict:
+    return {"pool": "cpu", "requests": {"cpu": "100m", "memory": str(memory)}}
 
 
 def test_poke_succeeds_and_returns_where_the_wave_goes():
