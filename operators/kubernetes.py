@@ -16,6 +16,7 @@ from typing import Any
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from kubernetes.client import models as k8s
 
+from operators.pod_security import scratch_env, security_kwargs
 from operators.results import attach_to_outlets
 from operators.settings import Settings
 
@@ -80,7 +81,9 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str) -> dict[str, A
             requests=policy.requests, limits=policy.limits),
         "node_selector": dict(policy.node_selector),
         "tolerations": [k8s.V1Toleration(**t) for t in policy.tolerations],
-        "env_vars": [k8s.V1EnvVar(name="SYNTHFACTORY_RESULT_FILE", value=XCOM_RESULT_FILE)],
+        "env_vars": [k8s.V1EnvVar(name="SYNTHFACTORY_RESULT_FILE", value=XCOM_RESULT_FILE),
+                     *scratch_env()],
+        **security_kwargs(kind),  # Pod Security Standard "restricted", sidecar included
         "env_from": [k8s.V1EnvFromSource(
             secret_ref=k8s.V1SecretEnvSource(name=settings.secret_name, optional=True))],
         "do_xcom_push": True,

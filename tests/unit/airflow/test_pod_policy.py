@@ -14,6 +14,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from operators.kubernetes import GPU_POLICY, SynthfactoryPodOperator, pod_operator_kwargs
+from operators.pod_security import SCRATCH_ENV
 from operators.settings import Settings
 
 KUBECONFIG = """
@@ -77,7 +78,8 @@ def test_credentials_come_from_a_secret_never_literal(rephrase_pod):
     container = pod["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "synthfactory-worker-env",
                                                    "optional": True}}]
-    assert {e["name"] for e in container["env"]} == {"SYNTHFACTORY_RESULT_FILE"}
+    # literal env: the result file and scratch paths (operators/pod_security.py), no secret
+    assert {e["name"] for e in container["env"]} == {"SYNTHFACTORY_RESULT_FILE", *SCRATCH_ENV}
 
 
 def test_retry_policy_on_the_task(rephrase_pod):
