@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "smoke": ("synthfactory.training.smoke_command", "train a tiny model on synthetic lengths"),
     "preview-lengths": ("synthfactory.training.preview_command", "preview a length spec"),
     "sweep": ("synthfactory.sweep.command", "grid-search vLLM engine arguments"),
+    "report": ("synthfactory.report.command", "write a run's report.json and figures"),
 }
 
 

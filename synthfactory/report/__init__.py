@@ -1,0 +1,1 @@
+"""Run report: report.json and figures from a run folder (``synthfactory report``)."""

@@ -1,0 +1,73 @@
+"""``synthfactory report``: write ``{run}/report/report.json`` and its PNG figures.
+
+Runs at the end of every DAG run, failed ones included, so it reports whatever the
+run folder holds and lists what is missing (docs/contracts.md, "Run report").
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+
+from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
+from synthfactory.report.collect import collect
+from synthfactory.report.figures import write_figures
+
+PRICE_ENV = "SYNTHFACTORY_GPU_HOUR_USD"
+DEFAULT_GPU_HOUR_USD = 2.50  # an on-demand H100-class hour, order of magnitude
+REPORT_FOLDER = "report"
+
+
+def _price(text: str) -> float:
+    try:
+        price = float(text)
+    except ValueError:
+        price = -1.0
+    if price < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a price in USD >= 0")
+    return price
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="run folder URL (file:// or s3://)")
+    parser.add_argument(
+        "--gpu-hour-price", type=_price, default=None,
+        help=f"USD per device hour for the cost figure (default ${PRICE_ENV} or "
+             f"{DEFAULT_GPU_HOUR_USD})")
+    parser.add_argument("--dag-id", default=None, help="recorded in the report")
+    parser.add_argument("--airflow-run-id", default=None, help="recorded in the report")
+
+
+def gpu_hour_price(given: float | None) -> float:
+    if given is not None:
+        return given
+    text = os.environ.get(PRICE_ENV)
+    if not text:
+        return DEFAULT_GPU_HOUR_USD
+    try:
+        return _price(text)
+    except argparse.ArgumentTypeError as exc:
+        raise SynthfactoryError(f"${PRICE_ENV}={text!r}: expected a price in USD >= 0") from exc
+
+
+def run(args: argparse.Namespace) -> dict:
+    run_url = storage.normalize(args.run).rstrip("/")
+    folder = storage.join(run_url, REPORT_FOLDER)
+    report, lengths = collect(run_url, gpu_hour_price(args.gpu_hour_price))
+    report["dag_id"] = args.dag_id
+    report["airflow_run_id"] = args.airflow_run_id
+    report["generated_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    report["figures"] = write_figures(report, lengths, folder)
+    url = storage.join(folder, "report.json")
+    storage.write_json(url, report)  # last: its presence means the figures are there
+    return {
+        "report": url,
+        "complete": report["complete"],
+        "missing": len(report["missing"]),
+        "rows_generated": report["rephrase"]["rows_generated"],
+        "output_tokens": report["tokens"]["output"],
+        "usd_per_1b_output_tokens": report["cost"]["usd_per_1b_output_tokens"],
+        "figures": sorted(report["figures"]),
+    }

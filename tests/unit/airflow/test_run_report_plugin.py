@@ -1,0 +1,247 @@
+"""The run report views (plugins/run_report) against run folders the engine wrote, read
+through file:// and s3:// (moto's server), finished and in progress, with FastAPI's
+TestClient. The page's figures must be report.json's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+from lxml import html as lxml_html
+
+from plugins.run_report import run_files
+from plugins.run_report.app import create_app
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKER_PY = ROOT / ".venv-worker" / "bin" / "python"
+RUN_ID = "manual__2026-01-03T00:00:00+00:00"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def engine_run(tmp_path_factory) -> Path:
+    """A finished run folder plus the report.json the engine wrote for it."""
+    if not WORKER_PY.exists():
+        pytest.skip("needs .venv-worker (the engine writes the report)")
+    root = tmp_path_factory.mktemp("report") / "out"
+    done = subprocess.run([str(WORKER_PY), str(Path(__file__).with_name("run_report_fixture.py")),
+                           f"file://{root}"], capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip().splitlines()[-1][len("file://"):])
+
+
+@pytest.fixture
+def in_progress_run(engine_run, tmp_path) -> Path:
+    """The same run before write_report, with shard 1 still rephrasing."""
+    run = tmp_path / "out" / "synthetic_rephrase" / "2026-01-05"
+    shutil.copytree(engine_run, run)
+    shutil.rmtree(run / "report")
+    (run / "generated" / "shard-00001" / "_COMMITTED.json").unlink()
+    (run / "validation" / "shard-00001.json").unlink()
+    return run
+
+
+def client_for(root: str, resolve=lambda dag_id, run_id: None) -> TestClient:
+    return TestClient(create_app(resolve_run=resolve, roots=lambda: [root], authorize=False),
+                      root_path="/synthfactory")
+
+
+def page(response) -> lxml_html.HtmlElement:
+    assert response.status_code == 200, response.text
+    return lxml_html.fromstring(response.text)
+
+
+def figure(doc, key: str) -> str:
+    (element,) = doc.xpath(f'//*[@data-figure="{key}"]')
+    return element.get("data-value")
+
+
+def check_figures(doc, report: dict) -> None:
+    assert figure(doc, "documents_in") == str(report["documents_in"])
+    assert figure(doc, "prompt_rows") == str(report["prompts"]["rows"])
+    assert figure(doc, "shards") == str(report["prompts"]["shards"])
+    assert figure(doc, "rows_generated") == str(report["rephrase"]["rows_generated"])
+    assert figure(doc, "rephrase_quarantined") == str(report["rephrase"]["rows_quarantined"])
+    assert figure(doc, "output_tokens") == str(report["tokens"]["output"])
+    assert figure(doc, "device_seconds") == str(report["tokens"]["device_seconds"])
+
+
+def test_finished_run_report_page_shows_report_json(engine_run):
+    report = json.loads((engine_run / "report" / "report.json").read_text())
+    root = f"file://{engine_run.parents[1]}"
+    client = client_for(root)
+    run_url = f"file://{engine_run}"
+    doc = page(client.get(f"/report?run={quote(run_url, safe='')}"))
+
+    main = doc.get_element_by_id("run-report")
+    assert main.get("data-complete") == "true" and main.get("data-so-far") == "false"
+    check_figures(doc, report)
+    cost = report["cost"]["usd_per_1b_output_tokens"]
+    assert figure(doc, "usd_per_1b_output_tokens") == str(cost)
+    assert report["rephrase"]["rows_generated"] == 9  # 6 + 5 prompt rows, 1 quarantined each
+    shards = {tr.get("data-shard"): tr for tr in doc.xpath("//tr[@data-shard]")}
+    assert sorted(shards) == ["shard-00000", "shard-00001"]
+    for shard in report["shards"]:
+        assert shards[shard["name"]].get("data-rows-generated") == str(shard["rows_generated"])
+    (reason,) = doc.xpath('//*[@data-quarantine="rephrase"]')
+    assert (reason.get("data-reason"), reason.get("data-value")) == ("too_long", "2")
+
+    examples = doc.xpath("//article[@data-example]")
+    assert [e.get("data-template") for e in examples] == [
+        e["template_id"] for e in report["examples"]]
+    assert examples[0].xpath(".//*[@data-rephrasing]")[0].text == report["examples"][0][
+        "rephrasing"]
+
+    images = doc.xpath("//img[@data-figure-png]")
+    assert {i.get("data-figure-png") for i in images} == set(report["figures"])
+    for image in images:
+        src = image.get("src")
+        assert src.startswith("/synthfactory/figure/")
+        response = client.get(src[len("/synthfactory"):])
+        assert response.status_code == 200 and response.content.startswith(PNG)
+        name = image.get("data-figure-png")
+        assert response.content == (engine_run / "report" / f"{name}.png").read_bytes()
+
+
+def test_run_list_links_each_run_to_its_report(engine_run, in_progress_run):
+    for run in (engine_run, in_progress_run):  # list one root holding both runs
+        target = in_progress_run.parent / run.name
+        if not target.exists():
+            shutil.copytree(run, target)
+    client = client_for(f"file://{in_progress_run.parents[1]}")
+    doc = page(client.get("/"))
+    rows = doc.xpath("//tr[@data-run]")
+    assert [r.get("data-run") for r in rows] == ["2026-01-05", "2026-01-02"]  # newest first
+    assert [r.get("data-status") for r in rows] == ["in progress or failed", "complete"]
+    for row in rows:
+        (link,) = row.xpath(".//a[@data-report-link]")
+        assert link.get("href").startswith("/synthfactory/report?run=")
+        assert page(client.get(link.get("href")[len("/synthfactory"):])).get_element_by_id(
+            "run-report").get("data-run-url") == row.get("data-run-url")
+
+
+def test_in_progress_run_shows_what_exists_so_far(in_progress_run):
+    client = client_for(f"file://{in_progress_run.parents[1]}")
+    run_url = f"file://{in_progress_run}"
+    doc = page(client.get(f"/report?run={quote(run_url, safe='')}"))
+    main = doc.get_element_by_id("run-report")
+    assert main.get("data-complete") == "false" and main.get("data-so-far") == "true"
+    missing = [li.text for li in doc.xpath("//li[@data-missing]")]
+    assert any("report/report.json: not written" in m for m in missing)
+    assert any("generated/shard-00001/_COMMITTED.json" in m for m in missing)
+    commit0 = json.loads((in_progress_run / "generated/shard-00000/_COMMITTED.json").read_text())
+    assert figure(doc, "rows_generated") == str(commit0["rows_generated"])  # committed only
+    assert figure(doc, "shards_committed") == "1"
+    assert figure(doc, "prompt_rows") == "11"
+    assert doc.xpath("//img[@data-figure-png]") == []
+    assert client.get(f"/figure/rows_generated?run={quote(run_url, safe='')}").status_code == 404
+
+
+def test_dag_run_view_resolves_the_run_folder(engine_run, in_progress_run):
+    folders = {RUN_ID: f"file://{engine_run}", "manual__later": f"file://{in_progress_run}"}
+    client = client_for("file:///nowhere", resolve=lambda dag_id, run_id: folders.get(run_id))
+    doc = page(client.get(f"/dags/synthetic_rephrase/runs/{quote(RUN_ID, safe='')}"))
+    assert doc.get_element_by_id("run-report").get("data-complete") == "true"
+    assert doc.xpath("//*[@data-note]") == []
+    src = doc.xpath('//img[@data-figure-png="rows_generated"]')[0].get("src")
+    assert src == f"/synthfactory/dags/synthetic_rephrase/runs/{quote(RUN_ID, safe='')}" \
+                  "/figure/rows_generated"
+    assert client.get(src[len("/synthfactory"):]).content.startswith(PNG)
+    assert client.get("/dags/synthetic_rephrase/runs/manual__later").status_code == 200
+    missing = client.get("/dags/synthetic_rephrase/runs/nope")
+    assert missing.status_code == 404 and "no such DAG run" in missing.text
+    assert client.get("/dags/engine_sweep/runs/x").status_code == 404
+
+
+def test_refuses_urls_outside_the_output_roots(engine_run):
+    client = client_for(f"file://{engine_run.parents[1]}")
+    assert client.get("/report?run=" + quote("file:///etc", safe="")).status_code == 403
+    assert client.get("/report?run=" + quote(f"file://{engine_run}/../../..", safe="")
+                      ).status_code == 400
+    assert client.get("/report?run=http%3A%2F%2Fexample.com").status_code == 400
+    bad = client.get(f"/figure/secrets?run={quote(f'file://{engine_run}', safe='')}")
+    assert bad.status_code == 404
+
+
+def test_views_need_an_airflow_login(engine_run):
+    app = create_app(roots=lambda: [f"file://{engine_run.parents[1]}"])
+    response = TestClient(app).get("/")
+    assert response.status_code == 401
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_run(engine_run):
+    """The finished run uploaded to a moto S3 server, and the endpoint environment."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        s3 = run_files._s3()
+        s3.create_bucket(Bucket="runs")
+        prefix = "data/synthetic_rephrase/2026-01-02"
+        for path in engine_run.rglob("*"):
+            if path.is_file():
+                s3.put_object(Bucket="runs", Key=f"{prefix}/{path.relative_to(engine_run)}",
+                              Body=path.read_bytes())
+        s3.delete_object(Bucket="runs", Key=f"{prefix}/report/report.json")  # in progress
+        yield f"s3://runs/{prefix}", engine_run
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_s3_run_folder(s3_run):
+    run_url, local = s3_run
+    client = client_for("s3://runs/data")
+    doc = page(client.get("/"))
+    (row,) = doc.xpath("//tr[@data-run]")
+    assert (row.get("data-run-url"), row.get("data-status")) == (run_url, "in progress or failed")
+    doc = page(client.get(f"/report?run={quote(run_url, safe='')}"))
+    assert doc.get_element_by_id("run-report").get("data-so-far") == "true"
+    report = json.loads((local / "report" / "report.json").read_text())
+    assert figure(doc, "rows_generated") == str(report["rephrase"]["rows_generated"])
+    assert figure(doc, "output_tokens") == str(report["tokens"]["output"])
+    png = client.get(f"/figure/output_lengths?run={quote(run_url, safe='')}")
+    assert png.content == (local / "report" / "output_lengths.png").read_bytes()
+
+    run_files._s3().put_object(Bucket="runs", Key=run_url[len("s3://runs/"):] +
+                               "/report/report.json", Body=json.dumps(report).encode())
+    doc = page(client.get(f"/report?run={quote(run_url, safe='')}"))
+    check_figures(doc, report)
+    assert page(client.get("/report?run=s3%3A%2F%2Fruns%2Fdata%2Fsynthetic_rephrase%2Fnone")
+                ).get_element_by_id("run-report").get("data-so-far") == "true"
+
+
+def test_plugin_module_is_cheap_to_import():
+    """Every Airflow component imports plugins/: the app, Jinja and boto3 wait for a request."""
+    code = ("import json, sys, time\nimport airflow.plugins_manager\nbefore = set(sys.modules)\n"
+            "t = time.perf_counter()\nimport plugins.run_report.plugin\n"
+            "print(json.dumps({'s': time.perf_counter() - t, 'new': sorted(set(sys.modules) - "
+            "before)}))")
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
+    assert not {"plugins.run_report.app", "boto3", "jinja2", "fastapi"} & set(out["new"])
+    assert out["s"] < 0.2
