@@ -52,8 +52,8 @@ def shard_argvs(group: dict) -> dict[str, list[str]]:
 @task_group(group_id="shard")
 def shard(rephrase_argv: list[str], validate_argv: list[str]) -> None:
     """One shard group: its validation starts as soon as its own rephrase ends."""
-    rephrase = Step(task_id="rephrase", arguments=rephrase_argv,
-                    **step_kwargs("gpu", SETTINGS, "rephrase"))
+    rephrase = Step(task_id="rephrase", arguments=rephrase_argv,  # one Kueue gang per wave
+                    **step_kwargs("gpu", SETTINGS, "rephrase", gang_size=GROUPS))
     validate = Step(task_id="validate", arguments=validate_argv,
                     **step_kwargs("cpu", SETTINGS, "validate"))
     rephrase >> validate

@@ -16,6 +16,7 @@ from typing import Any
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from kubernetes.client import models as k8s
 
+from operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
 from operators.pod_security import scratch_env, security_kwargs
 from operators.results import attach_to_outlets
 from operators.settings import Settings
@@ -58,7 +59,22 @@ POLICIES = {"gpu": GPU_POLICY, "cpu": CPU_POLICY}
 
 
 class SynthfactoryPodOperator(KubernetesPodOperator):
-    """KubernetesPodOperator whose xcom (the step summary) also rides on outlet events."""
+    """KubernetesPodOperator whose xcom (the step summary) also rides on outlet events.
+
+    :param pod_group: the wave this pod belongs to under Kueue (operators/kueue.py): its
+        pod gets the pod-group name of this run and wave when it is built.
+    """
+
+    def __init__(self, *, pod_group: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pod_group = pod_group
+
+    def build_pod_request_obj(self, context: Any = None, **kwargs: Any) -> k8s.V1Pod:
+        pod = super().build_pod_request_obj(context, **kwargs)
+        if self.pod_group and context:
+            pod.metadata.labels[POD_GROUP_LABEL] = pod_group_name(
+                context["ti"].dag_id, context["run_id"], self.pod_group)
+        return pod
 
     def execute(self, context: Any):
         summary = super().execute(context)
@@ -66,9 +82,17 @@ class SynthfactoryPodOperator(KubernetesPodOperator):
         return summary
 
 
-def pod_operator_kwargs(kind: str, settings: Settings, step: str) -> dict[str, Any]:
-    """Everything but ``task_id`` and ``arguments`` for a step of ``kind`` (cpu|gpu)."""
+def pod_operator_kwargs(kind: str, settings: Settings, step: str,
+                        gang_size: str | None = None) -> dict[str, Any]:
+    """Everything but ``task_id`` and ``arguments`` for a step of ``kind`` (cpu|gpu).
+
+    ``gang_size``: for a wave's step, the template of its pod count; under Kueue the
+    wave's pods are then admitted together, as one pod group.
+    """
     policy = POLICIES[kind]
+    kueue = kueue_pod_kwargs(settings.kueue_queue, step, gang_size)
+    # a pod gated by Kueue is Pending until admitted: queueing time on top of scheduling
+    queueing = settings.kueue_admission_seconds if settings.kueue_queue else 0
     return {
         "image": settings.worker_image,
         "cmds": ["synthfactory"],
@@ -76,7 +100,9 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str) -> dict[str, A
         "kubernetes_conn_id": settings.kubernetes_conn_id,
         "name": f"synthfactory-{step.replace('_', '-')}",
         "labels": {"app.kubernetes.io/name": "synthfactory", "synthfactory.io/step": step,
-                   "synthfactory.io/pool": kind},
+                   "synthfactory.io/pool": kind, **kueue["labels"]},
+        "annotations": kueue["annotations"],
+        "pod_group": kueue["pod_group"],
         "container_resources": k8s.V1ResourceRequirements(
             requests=policy.requests, limits=policy.limits),
         "node_selector": dict(policy.node_selector),
@@ -91,11 +117,11 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str) -> dict[str, A
         "durable": True,  # reattach to the running pod if the worker restarts (3.3's name)
         "on_finish_action": "delete_succeeded_pod",  # failed pods stay for debugging
         "startup_timeout_seconds": policy.startup_timeout_seconds,
-        "schedule_timeout_seconds": policy.schedule_timeout_seconds,
+        "schedule_timeout_seconds": policy.schedule_timeout_seconds + queueing,
         "retries": policy.retries,
         "retry_delay": policy.retry_delay,
         "retry_exponential_backoff": True,
         "max_retry_delay": policy.max_retry_delay,
-        "execution_timeout": policy.execution_timeout,
+        "execution_timeout": policy.execution_timeout + timedelta(seconds=queueing),
         "pool": settings.gpu_pool if kind == "gpu" else settings.cpu_pool,
     }

@@ -15,6 +15,13 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+def _env_seconds(name: str, default: int) -> int:
+    value = _env(name, str(default))
+    if not value.isdigit():
+        raise ValueError(f"{name}={value!r}: expected a whole number of seconds")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Settings:
     runner: str = field(default_factory=lambda: _env("SYNTHFACTORY_RUNNER", "local"))
@@ -36,6 +43,11 @@ class Settings:
     aws_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_AWS_CONN_ID", ""))
     gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
     cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
+    # kubernetes runner: a Kueue LocalQueue for every pod (empty: no Kueue), and how long
+    # a pod may wait for admission on top of its schedule timeout (docs/adr/0086)
+    kueue_queue: str = field(default_factory=lambda: _env("SYNTHFACTORY_KUEUE_QUEUE", ""))
+    kueue_admission_seconds: int = field(default_factory=lambda: _env_seconds(
+        "SYNTHFACTORY_KUEUE_ADMISSION_SECONDS", 7200))
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:

@@ -19,12 +19,14 @@ def step_operator_class(settings: Settings) -> type:
     return LocalStepOperator
 
 
-def step_kwargs(kind: str, settings: Settings, step: str) -> dict[str, Any]:
-    """Runner-specific keyword arguments for a step of ``kind`` (cpu|gpu)."""
+def step_kwargs(kind: str, settings: Settings, step: str,
+                gang_size: str | None = None) -> dict[str, Any]:
+    """Runner-specific keyword arguments for a step of ``kind`` (cpu|gpu); ``gang_size``
+    (a wave's pod count, templated) makes its pods one Kueue pod group on Kubernetes."""
     if settings.runner == "kubernetes":
         from operators.kubernetes import pod_operator_kwargs
 
-        return pod_operator_kwargs(kind, settings, step)
+        return pod_operator_kwargs(kind, settings, step, gang_size)
     # Local: the same retry shape, shorter delays; resumable steps make retries cheap.
     return {
         "worker_bin": settings.worker_bin,

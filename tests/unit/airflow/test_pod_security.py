@@ -8,25 +8,13 @@ SYNTHFACTORY_RUNNER=kubernetes, built offline with ``build_pod_request_obj``.
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
-from kubernetes.client import ApiClient
+from dag_pods import ROOT, built_pod, offline_kube, pod_tasks
 
 from operators.pod_security import SCRATCH_ENV, WORKER_UID
 
-ROOT = Path(__file__).resolve().parents[3]
-OFFLINE_KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: offline, cluster: {server: "https://127.0.0.1:6443"}}]
-users: [{name: offline, user: {token: not-a-secret}}]
-contexts: [{name: offline, context: {cluster: offline, user: offline}}]
-current-context: offline
-"""
 # https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
 RESTRICTED_VOLUME_TYPES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
                            "persistentVolumeClaim", "projected", "secret"}
@@ -84,28 +72,8 @@ def unwritable_paths(pod: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def built_pods(tmp_path_factory):
     """{(dag_id, task_id): serialized pod} for every pod task of both DAGs."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    config = tmp_path_factory.mktemp("kube") / "kubeconfig"
-    config.write_text(OFFLINE_KUBECONFIG)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(config))
-        mp.setenv("SYNTHFACTORY_RUNNER", "kubernetes")
-        mp.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(config)}}))
-        bag = DagBag(dag_folder=str(ROOT / "dags"))
-        assert bag.import_errors == {}
-        pods = {}
-        for dag_id in ("synthetic_rephrase", "engine_sweep"):
-            for task in bag.dags[dag_id].tasks:
-                if not isinstance(task, KubernetesPodOperator):
-                    continue
-                task = copy.copy(task)
-                if not isinstance(task.arguments, list):  # a mapped group's MappedArgument
-                    task.arguments = ["--help"]
-                pod = task.build_pod_request_obj(context=None)
-                pods[(dag_id, task.task_id)] = ApiClient().sanitize_for_serialization(pod)
-    return pods
+    with offline_kube(tmp_path_factory.mktemp("kube")):
+        yield {key: built_pod(task) for key, task in pod_tasks({}).items()}
 
 
 def test_every_pod_task_of_both_dags_is_built(built_pods):
