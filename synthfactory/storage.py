@@ -160,3 +160,15 @@ def delete(url: str) -> None:
         fs.delete_dir(path)
     elif info.type == pafs.FileType.File:
         fs.delete_file(path)
+
+
+def move(src: str, dst: str) -> None:
+    """Move one file (a rename locally; copy then delete on S3, which has no rename)."""
+    fs, src_path = filesystem(src)
+    _, dst_path = filesystem(dst)
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(dst_path.rsplit("/", 1)[0], recursive=True)
+        os.replace(src_path, dst_path)
+    else:
+        fs.copy_file(src_path, dst_path)
+        fs.delete_file(src_path)

@@ -26,6 +26,7 @@ from synthfactory.catalog.iceberg_table import (
 from synthfactory.catalog.lineage import PROPERTY_PREFIX, lineage_of
 from synthfactory.catalog.run_reader import read_committed_run
 from synthfactory.errors import SynthfactoryError
+from synthfactory.faults import pause_point
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ def register(
 
     catalog = config.open_catalog(settings)
     try:
+        pause_point("register:before-commit")
         written = replace_run_rows(
             catalog,
             table,
@@ -91,6 +93,7 @@ def register(
         )
         # A second transaction (pyiceberg has no multi-table commit); a failure here is
         # repaired by registering again, which replaces both tables' rows of this run.
+        pause_point("register:between-tables")
         runs_row = lineage.runs_row(table, written.snapshot_id, registered_at)
         replace_run_rows(
             catalog,

@@ -4,8 +4,10 @@ Everything a registration trusts is checked here, before anything is written: ev
 shard of ``prompts/shards.json`` has its ``_COMMITTED.json``, each commit's counts
 add up (rows_in = rows_generated + rows_quarantined; rows_in is the prompt shard's
 size; its parts hold rows_generated rows, read from the parquet footers), the
-validation stats cover every generated row, and the shards' rows_in sum to the run's
-prompt rows. All problems are reported together, so one rerun can fix them all.
+validation stats cover every generated row, the shards' rows_in sum to the run's
+prompt rows, and each commit was made from the prompt shard as it is now (its prompt
+checksum), so outputs of an older edition of the day are never registered. All
+problems are reported together, so one rerun can fix them all.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pyarrow.parquet as pq
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
+from synthfactory.rephrase.fingerprint import prompt_checksum
 
 COMMITTED = "_COMMITTED.json"
 _MAX_PROBLEMS_SHOWN = 20
@@ -121,6 +124,14 @@ def _read_shard(
             f"{commit_url}: counts do not add up: rows_in {rows_in} but shards.json lists "
             f"{entry['rows']} prompt rows for {name}"
         )
+
+    if "url" in entry:
+        current = prompt_checksum(storage.read_table(entry["url"]))
+        if commit.get("prompt_checksum") != current:
+            problems.append(
+                f"{commit_url}: stale: committed from prompts {commit.get('prompt_checksum')} "
+                f"but {entry['url']} is now {current}; rerun `synthfactory rephrase` for {name}"
+            )
 
     part_urls = []
     listed_rows = 0

@@ -13,6 +13,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.faults import pause_point
 
 PART_NAME = re.compile(r"^part-(\d{5,})\.parquet$")
 
@@ -73,6 +74,7 @@ class ManifestWriter:
         storage.write_table(table, url, row_group_size=self.rows_per_part)
         self.parts_written += 1
         self._batches, self.buffered_rows = [], 0
+        pause_point("crawl:part-written")
         return url
 
     def finish(self) -> None:

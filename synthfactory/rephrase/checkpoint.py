@@ -3,8 +3,11 @@
 Parts are filled in completion order (the engine never idles waiting for a slow row)
 and named ``part-00000.parquet``, ``part-00001.parquet``, ... Each part carries its own
 expected counts in the parquet footer; a part that is unreadable or disagrees with its
-footer is torn and discarded, with its quarantine twin. The quarantine twin is written
-first and the generated part last, so a part's presence means both are whole.
+footer is torn and discarded, with its quarantine twin. The footer also records the
+checksum of the prompt shard the part was generated from: a part of other prompts is
+stale, and the worker sets the whole shard aside rather than mix old and new rows.
+The quarantine twin is written first and the generated part last, so a part's
+presence means both are whole.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
+from synthfactory.faults import pause_point
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,7 @@ QUARANTINE_SCHEMA = pa.schema([
 ])
 _META_GENERATED = b"synthfactory.generated_rows"
 _META_QUARANTINED = b"synthfactory.quarantined_rows"
+_META_PROMPT_CHECKSUM = b"synthfactory.prompt_checksum"
 
 
 def part_name(index: int) -> str:
@@ -44,6 +49,7 @@ class PartRecord:
     row_indices: list[int] = field(repr=False)
     prompt_tokens: int = 0
     output_tokens: int = 0
+    prompt_checksum: str | None = None
 
 
 @dataclass
@@ -54,6 +60,7 @@ class ShardParts:
     quarantine_url: str   # {run}/quarantine/rephrase/shard-XXXXX
     parts: list[PartRecord] = field(default_factory=list)
     discarded: list[str] = field(default_factory=list)
+    prompt_checksum: str | None = None  # written into every new part's footer
 
     @property
     def done_rows(self) -> set[int]:
@@ -67,18 +74,21 @@ class ShardParts:
         return index
 
     @classmethod
-    def scan(cls, out_url: str, quarantine_url: str, rows_in: int) -> ShardParts:
-        found = cls(out_url, quarantine_url)
+    def scan(cls, out_url: str, quarantine_url: str, rows_in: int,
+             prompt_checksum: str | None = None) -> ShardParts:
+        found = cls(out_url, quarantine_url, prompt_checksum=prompt_checksum)
         seen: set[int] = set()
         for url in storage.list_files(out_url, suffix=".parquet"):
             name = url.rsplit("/", 1)[-1]
             if not name.startswith("part-"):
                 continue
-            record = _check_part(url, storage.join(quarantine_url, name), rows_in, seen)
+            record = _check_part(url, storage.join(quarantine_url, name), rows_in, seen,
+                                 prompt_checksum)
             if record is None:
                 found.discard(name)
             else:
-                seen.update(record.row_indices)
+                if record.prompt_checksum == prompt_checksum:
+                    seen.update(record.row_indices)
                 found.parts.append(record)
         return found
 
@@ -92,26 +102,36 @@ class ShardParts:
         name = part_name(self.next_index())
         metadata = {_META_GENERATED: str(generated.num_rows).encode(),
                     _META_QUARANTINED: str(quarantined.num_rows).encode()}
+        if self.prompt_checksum:
+            metadata[_META_PROMPT_CHECKSUM] = self.prompt_checksum.encode()
         if quarantined.num_rows:
             storage.write_table(quarantined, storage.join(self.quarantine_url, name))
         storage.write_table(generated.replace_schema_metadata(metadata),
                             storage.join(self.out_url, name))
-        record = _record(name, generated, quarantined)
+        record = _record(name, generated, quarantined, self.prompt_checksum)
         self.parts.append(record)
+        pause_point("rephrase:part-written")
         return record
 
+    def stale_parts(self) -> list[str]:
+        """Parts generated from other prompts than ``prompt_checksum`` (or unmarked)."""
+        return [p.name for p in self.parts if p.prompt_checksum != self.prompt_checksum]
 
-def _record(name: str, generated: pa.Table, quarantined: pa.Table) -> PartRecord:
+
+def _record(name: str, generated: pa.Table, quarantined: pa.Table,
+            prompt_checksum: str | None = None) -> PartRecord:
     rows = generated.column("row").to_pylist() + quarantined.column("row").to_pylist()
     return PartRecord(
         name=name, rows=generated.num_rows, quarantined=quarantined.num_rows,
         row_indices=rows,
         prompt_tokens=int(pa.compute.sum(generated.column("prompt_tokens")).as_py() or 0),
         output_tokens=int(pa.compute.sum(generated.column("output_tokens")).as_py() or 0),
+        prompt_checksum=prompt_checksum,
     )
 
 
-def _check_part(url: str, quarantine_url: str, rows_in: int, seen: set[int]) -> PartRecord | None:
+def _check_part(url: str, quarantine_url: str, rows_in: int, seen: set[int],
+                prompt_checksum: str | None) -> PartRecord | None:
     try:
         generated = storage.read_table(url)
         meta = generated.schema.metadata or {}
@@ -123,7 +143,11 @@ def _check_part(url: str, quarantine_url: str, rows_in: int, seen: set[int]) -> 
         return None
     if generated.num_rows != expected_generated or quarantined.num_rows != expected_quarantined:
         return None
-    record = _record(url.rsplit("/", 1)[-1], generated, quarantined)
+    checksum = meta.get(_META_PROMPT_CHECKSUM)
+    record = _record(url.rsplit("/", 1)[-1], generated, quarantined,
+                     checksum.decode() if checksum else None)
+    if record.prompt_checksum != prompt_checksum:
+        return record  # whole but stale: the caller sets it aside, rows are not checked
     rows = record.row_indices
     if len(set(rows)) != len(rows) or seen.intersection(rows) or any(
         not 0 <= r < rows_in for r in rows

@@ -1,7 +1,9 @@
 """Rephrase one prompt shard exactly once, resuming from its checkpoints.
 
 Every (id, template) of the shard ends in exactly one part or one quarantine part;
-``_COMMITTED.json`` is written last and makes a rerun a no-op. A crash (engine or
+``_COMMITTED.json`` is written last and makes a rerun a no-op, as long as the prompt
+shard still has the content checksum the commit records; parts and commits of other
+prompts are set aside and the shard is regenerated (never mixed). A crash (engine or
 node) leaves at most ``checkpoint_rows - 1`` finished rows unsaved; the retry scans the
 parts and generates only what is missing.
 """
@@ -9,7 +11,6 @@ parts and generates only what is missing.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,7 +23,9 @@ from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
 from synthfactory.rephrase.checkpoint import GENERATED_SCHEMA, QUARANTINE_SCHEMA, ShardParts
 from synthfactory.rephrase.engines import GenerationEngine
+from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 from synthfactory.rephrase.progress import Progress
+from synthfactory.rephrase.set_aside import set_aside
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +58,28 @@ def rephrase_shard(
     options: WorkerOptions,
 ) -> dict:
     name, out_url, quarantine_url = shard_paths(shard_url, run_url)
-    committed = read_commit(out_url)
-    if committed is not None:
-        log.info("%s is committed: nothing to do", name)
-        return {**_summary(committed), "status": "already committed"}
-    started_at, started = _now(), time.monotonic()
     prompts = storage.read_table(shard_url)
     missing = [c for c in PROMPT_COLUMNS if c not in prompts.column_names]
     if missing:
         raise SynthfactoryError(f"{shard_url}: missing column(s) {missing}")
+    checksum = prompt_checksum(prompts)
+    set_aside_to = None
+    committed = read_commit(out_url)
+    if committed is not None:
+        if committed.get("prompt_checksum") == checksum:
+            log.info("%s is committed from these prompts: nothing to do", name)
+            return {**_summary(committed), "status": "already committed"}
+        set_aside_to = set_aside(
+            run_url or run_url_of_shard(shard_url), name, out_url, quarantine_url,
+            f"committed from other prompts ({committed.get('prompt_checksum')} != {checksum})")
+    started_at, started = _now(), time.monotonic()
     rows_in = prompts.num_rows
-    parts = ShardParts.scan(out_url, quarantine_url, rows_in)
+    parts = ShardParts.scan(out_url, quarantine_url, rows_in, checksum)
+    if parts.stale_parts():
+        set_aside_to = set_aside(
+            run_url or run_url_of_shard(shard_url), name, out_url, quarantine_url,
+            f"part(s) {', '.join(parts.stale_parts())} come from other prompts")
+        parts = ShardParts.scan(out_url, quarantine_url, rows_in, checksum)
     done = parts.done_rows
     pending = [r for r in range(rows_in) if r not in done]
     log.info("%s: %d rows, %d already in %d part(s), %d to generate",
@@ -77,10 +91,10 @@ def rephrase_shard(
         _generate(prompts, pending, the_engine, parts, options, name)
         generation_s = time.monotonic() - gen_started
     commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
-                     started, generation_s)
+                     started, generation_s, checksum)
     storage.write_json(storage.join(out_url, COMMIT_FILE), commit)
     return {**_summary(commit), "status": "committed", "resumed_rows": len(done),
-            "discarded_parts": parts.discarded}
+            "discarded_parts": parts.discarded, "set_aside": set_aside_to}
 
 
 def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
@@ -150,7 +164,7 @@ def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model
 
 
 def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, started_at, started,
-            generation_s) -> dict:
+            generation_s, checksum: str) -> dict:
     rows_in = prompts.num_rows
     covered = sorted(r for p in parts.parts for r in p.row_indices)
     if covered != list(range(rows_in)):
@@ -158,9 +172,6 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
             f"{shard_url}: parts cover {len(set(covered))} distinct rows of {rows_in} "
             f"({len(covered)} entries): refusing to commit"
         )
-    ids = prompts.column("id").to_pylist()
-    templates = prompts.column("template_id").to_pylist()
-    keys = sorted(f"{i}\t{t}" for i, t in zip(ids, templates, strict=True))
     devices = engine.devices if engine else 0
     return {
         "shard": name, "prompt_shard": shard_url, "rows_in": rows_in,
@@ -172,7 +183,8 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
                              for p in sorted(parts.parts, key=lambda p: p.name) if p.quarantined],
         "prompt_tokens": sum(p.prompt_tokens for p in parts.parts),
         "output_tokens": sum(p.output_tokens for p in parts.parts),
-        "ids_checksum": "sha256:" + hashlib.sha256("\n".join(keys).encode()).hexdigest(),
+        "prompt_checksum": checksum,
+        "output_checksum": _output_checksum(parts),
         "model": options.model,
         "engine_args": engine.engine_args if engine else {},
         "sampling": options.sampling or {},
@@ -182,6 +194,16 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
         "device_seconds": round(generation_s * devices, 3),
         "device": engine.device if engine else "none",
     }
+
+
+def _output_checksum(parts: ShardParts) -> str:
+    """Read back what was written: the commit vouches for the files, not for memory."""
+    generated, quarantined = [], []
+    for part in parts.parts:
+        generated.append(storage.read_table(storage.join(parts.out_url, part.name)))
+        if part.quarantined:
+            quarantined.append(storage.read_table(storage.join(parts.quarantine_url, part.name)))
+    return output_checksum(generated, quarantined)
 
 
 def _summary(commit: dict) -> dict:

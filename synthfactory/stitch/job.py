@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
+from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
 from synthfactory.stitch import reader, sharding, tokens
 from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate
@@ -179,6 +180,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         "seed": cfg.seed,
         "files": len(cfg.files),
     }
+    pause_point("stitch:before-shards-json")
     storage.write_json(cfg.run.shards_json, plan)
     for frame in (rows, selected, ordered, with_shard):
         frame.unpersist()

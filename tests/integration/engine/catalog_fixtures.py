@@ -9,7 +9,7 @@ test breaks them on purpose. Also: a throwaway PostgreSQL database per test sess
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import os
 import uuid
 from dataclasses import dataclass, field
 
@@ -17,9 +17,13 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.layout import RunLayout
+from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 ENGINE_ARGS = {"max_num_seqs": 32, "dtype": "bfloat16", "max_model_len": 2048}
+# The PostgreSQL server the catalog cases use (libpq URI; this machine runs one here).
+PG_DSN_ENV = "SYNTHFACTORY_TEST_PG_DSN"
+DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 TEMPLATES = [
     {"id": "encyclopedic", "version": "1", "style": "encyclopedic"},
     {"id": "qa", "version": "2", "style": "qa"},
@@ -81,6 +85,7 @@ def build_run(
         fixture.generated += _write_shard(
             layout, index, prompts, quarantined, rows_per_part, extra_columns or {}, engine_args
         )
+    _write_seeds_and_manifest(root_url, layout, sorted(docs))
     storage.write_json(
         layout.shards_json,
         {
@@ -91,10 +96,18 @@ def build_run(
             "quarantined": 0,
             "styles_per_doc": len(TEMPLATES),
             "shard_tokens": 4096,
-            "manifest": storage.join(root_url, pipeline, interval, "manifest"),
+            "manifest": layout.manifest,
         },
     )
     return fixture
+
+
+def _write_seeds_and_manifest(root_url: str, layout: RunLayout, docs: list[str]) -> None:
+    """The seed file the prompts came from, and the crawl manifest that lists it."""
+    seeds = storage.join(root_url, "seeds", "part-00000.parquet")
+    storage.write_table(pa.table({"id": docs, "text": [f"text of {d}" for d in docs]}), seeds)
+    storage.write_table(pa.table({"key": [seeds], "size": [0]}),
+                        storage.join(layout.manifest, "part-00000.parquet"))
 
 
 def _prompt_rows(pipeline: str, interval: str, index: int, rows: int) -> list[dict]:
@@ -183,7 +196,9 @@ def _write_shard(
             "rows_flagged": 1,
         },
     )
-    ids = "\n".join(r["id"] + "/" + r["template_id"] for r in generated)
+    part_tables = [storage.read_table(storage.join(shard_url, p["name"])) for p in parts]
+    quarantine_tables = [storage.read_table(storage.join(layout.quarantine, "rephrase", name,
+                                                         q["name"])) for q in quarantine_parts]
     storage.write_json(  # written last, as the worker does
         storage.join(shard_url, "_COMMITTED.json"),
         {
@@ -196,7 +211,8 @@ def _write_shard(
             "quarantine_parts": quarantine_parts,
             "prompt_tokens": sum(p["prompt_tokens"] for p in prompts),
             "output_tokens": sum(r["output_tokens"] for r in generated),
-            "ids_checksum": "sha256:" + hashlib.sha256(ids.encode()).hexdigest(),
+            "prompt_checksum": prompt_checksum(storage.read_table(layout.prompt_shard(index))),
+            "output_checksum": output_checksum(part_tables, quarantine_tables),
             "model": MODEL,
             "engine_args": engine_args,
             "sampling": {"temperature": 0.0, "max_tokens": 128},
@@ -215,19 +231,21 @@ def _write_shard(
 
 @contextlib.contextmanager
 def postgres_database():
-    """A uniquely named database on the local server, dropped afterwards.
+    """A uniquely named database on the server at ``SYNTHFACTORY_TEST_PG_DSN`` (default
+    the local one, trust auth), dropped afterwards.
 
-    Yields its SQLAlchemy URI, or None when no server answers (the caller skips).
+    Yields its SQLAlchemy URI, or None when no server answers there (the caller skips;
+    under CI=true tests/conftest.py turns that skip into a failure).
     """
+    from sqlalchemy.engine import make_url
+
     try:
         import psycopg2
     except ImportError:
         yield None
         return
     try:
-        admin = psycopg2.connect(
-            host="127.0.0.1", port=5432, user="postgres", dbname="test", connect_timeout=3
-        )
+        admin = psycopg2.connect(postgres_dsn(), connect_timeout=3)
     except psycopg2.OperationalError:
         yield None
         return
@@ -236,8 +254,13 @@ def postgres_database():
     try:
         with admin.cursor() as cur:
             cur.execute(f'CREATE DATABASE "{name}"')
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+        url = make_url(postgres_dsn()).set(drivername="postgresql+psycopg2", database=name)
+        yield url.render_as_string(hide_password=False)
     finally:
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+def postgres_dsn() -> str:
+    return os.environ.get(PG_DSN_ENV, DEFAULT_PG_DSN)

@@ -88,8 +88,11 @@ class ThrottlingProxy:
     with S3's 403 AccessDenied (moto itself does not enforce IAM)."""
 
     def __init__(self, upstream_port: int, fail_first: int = 0, delay_s: float = 0.0,
-                 deny: bool = False, every: int = 1):
+                 deny: bool = False, every: int = 1, methods: tuple[str, ...] | None = None,
+                 server_errors: bool = False):
         self.upstream_port = upstream_port
+        self.methods = methods  # only these HTTP methods are throttled (None: all)
+        self.server_errors = server_errors  # alternate 503 SlowDown with 500 InternalError
         self.every = every  # throttle one request in ``every`` until fail_first are spent
         self.seen = 0
         self.deny = deny
@@ -110,9 +113,10 @@ class ThrottlingProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 with proxy._lock:
-                    throttle = (proxy.throttled < proxy.fail_first
+                    eligible = proxy.methods is None or self.command in proxy.methods
+                    throttle = (eligible and proxy.throttled < proxy.fail_first
                                 and proxy.seen % proxy.every == 0)
-                    proxy.seen += 1
+                    proxy.seen += eligible
                     if throttle:
                         proxy.throttled += 1
                     else:
@@ -120,6 +124,8 @@ class ThrottlingProxy:
                 if throttle or proxy.deny:
                     code, status, message = (
                         ("AccessDenied", 403, "Access Denied") if proxy.deny
+                        else ("InternalError", 500, "We encountered an internal error.")
+                        if proxy.server_errors and proxy.throttled % 2 == 0
                         else ("SlowDown", 503, "Please reduce your request rate.")
                     )
                     payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}"

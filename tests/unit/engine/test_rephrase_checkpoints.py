@@ -12,6 +12,7 @@ from rephrase_fixtures import write_prompt_shard
 
 from synthfactory import storage
 from synthfactory.rephrase.engines import EchoEngine
+from synthfactory.rephrase.fingerprint import prompt_checksum
 from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
 
 
@@ -60,7 +61,8 @@ def test_shard_commits_every_row_once(run_url):
     generated, quarantined = _all_rows(run_url, "shard-00000")
     assert sorted(generated) == [(f"doc-{i:04d}", "summary") for i in range(50)]
     assert quarantined == []
-    assert commit["ids_checksum"].startswith("sha256:")
+    assert commit["prompt_checksum"] == prompt_checksum(storage.read_table(shard))
+    assert commit["output_checksum"].startswith("sha256:")
 
 
 def test_rejected_and_empty_rows_go_to_quarantine_with_reason(run_url):
@@ -148,3 +150,63 @@ def test_a_row_answered_twice_is_stored_once(run_url):
                    WorkerOptions(model="echo", checkpoint_rows=6))
     generated, _ = _all_rows(run_url, "shard-00000")
     assert len(generated) == len(set(generated)) == 25
+
+
+def _part_checksums(run_url: str) -> set[str]:
+    """The prompt checksum in each generated part's footer."""
+    return {storage.read_table(u).schema.metadata[b"synthfactory.prompt_checksum"].decode()
+            for u in storage.list_files(storage.join(run_url, "generated", "shard-00000"),
+                                        suffix=".parquet")}
+
+
+def _stale_files(run_url: str) -> list[str]:
+    prefix = storage.join(run_url, "stale") + "/"
+    return [u[len(prefix):].split("/", 2)[-1]
+            for u in storage.list_files(storage.join(run_url, "stale"))]
+
+
+def test_committed_shard_of_changed_prompts_is_set_aside_and_regenerated(run_url):
+    """A rerun after the day's partition changed: the old commit must not be kept."""
+    shard = write_prompt_shard(run_url, 0, rows=12)
+    options = WorkerOptions(model="echo", checkpoint_rows=5)
+    rephrase_shard(shard, None, lambda: EchoEngine(), options)
+    write_prompt_shard(run_url, 0, rows=10, edition=" (second edition)")
+
+    summary = rephrase_shard(shard, None, lambda: EchoEngine(), options)
+    assert summary["status"] == "committed" and summary["set_aside"]
+    assert summary["rows_generated"] == 10 and summary["resumed_rows"] == 0
+    assert _part_checksums(run_url) == {prompt_checksum(storage.read_table(shard))}
+    assert sorted(_all_rows(run_url, "shard-00000")[0]) == [
+        (f"doc-{i:04d}", "summary") for i in range(10)]
+    assert sorted(_stale_files(run_url)) == sorted(
+        ["generated/_COMMITTED.json"] + [f"generated/part-{k:05d}.parquet" for k in range(3)])
+
+
+def test_partial_shard_of_changed_prompts_is_not_resumed_into(run_url):
+    shard = write_prompt_shard(run_url, 0, rows=30)
+    options = WorkerOptions(model="echo", checkpoint_rows=10)
+    with pytest.raises(Crash):
+        rephrase_shard(shard, None, lambda: CrashingEngine(polls=6, per_poll=4), options)
+    assert len(_all_rows(run_url, "shard-00000")[0]) == 20
+    write_prompt_shard(run_url, 0, rows=30, edition=" (second edition)")
+
+    summary = rephrase_shard(shard, None, lambda: EchoEngine(), options)
+    assert summary["resumed_rows"] == 0 and summary["set_aside"]
+    assert len(_all_rows(run_url, "shard-00000")[0]) == 30
+    assert _part_checksums(run_url) == {prompt_checksum(storage.read_table(shard))}
+    assert len(_stale_files(run_url)) == 2  # the two parts of the first edition
+
+
+def test_same_prompts_in_another_file_layout_keep_their_commit(run_url):
+    """The checksum is of the values: restitching the same prompts redoes nothing."""
+    shard = write_prompt_shard(run_url, 0, rows=12)
+    options = WorkerOptions(model="echo", checkpoint_rows=5)
+    rephrase_shard(shard, None, lambda: EchoEngine(), options)
+    storage.write_table(storage.read_table(shard), shard, row_group_size=3,
+                        compression="gzip")
+
+    def no_engine():
+        raise AssertionError("unchanged prompts must not load the engine")
+
+    assert rephrase_shard(shard, None, no_engine, options)["status"] == "already committed"
+    assert _stale_files(run_url) == []

@@ -1,0 +1,296 @@
+"""Faults a production run meets, each survived with nothing lost or duplicated.
+
+- kill -9 of every step (crawl, stitch, rephrase, validate, register) at a named pause
+  point inside it, then a rerun of that step: `audit` of the run is clean;
+- S3 throttling and 5xx answers on the stitch reads and on the rephrase part writes
+  (moto behind a fault-injecting proxy);
+- the catalog database cut off in the middle of `register`: one clear error, nothing
+  of the run in the table, and a rerun once it is back registers everything.
+
+The steps run as the real console script in their own process group, so a kill takes
+Spark's JVM and vLLM's engine process with it, as a pod's death would.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest_crawl import CRAWL_ENV, CrawlS3, ThrottlingProxy
+
+from synthfactory import storage
+from synthfactory.audit import audit
+from synthfactory.catalog import config
+from synthfactory.model import default_model_dir, is_ready
+from synthfactory.rephrase.engines import EchoEngine
+from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    not is_ready(default_model_dir()), reason="run `synthfactory model prepare` (make setup)")]
+
+DAY = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).date()  # any day works
+TABLE = "synthetic.rephrased"
+STEP_TIMEOUT = 600
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "synthfactory.cli", *args]
+
+
+def _run(argv: list[str], tmp: Path, env: dict | None = None) -> dict:
+    result = tmp / f"result-{time.monotonic_ns()}.json"
+    proc = subprocess.run(argv, env={**os.environ, **(env or {}),
+                                     "SYNTHFACTORY_RESULT_FILE": str(result)},
+                          capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    assert proc.returncode == 0, f"{argv[3]} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(result.read_text())
+
+
+def _kill_at(argv: list[str], point: str, tmp: Path) -> None:
+    """Start the step, wait until it reaches ``point``, SIGKILL its whole process group."""
+    marker = tmp / f"paused-{point.replace(':', '-')}"
+    marker.unlink(missing_ok=True)
+    proc = subprocess.Popen(argv, env={**os.environ, "SYNTHFACTORY_PAUSE_AT": point,
+                                       "SYNTHFACTORY_PAUSE_MARKER": str(marker)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while not marker.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"{argv[3]} ended (code {proc.returncode}) before reaching {point}:"
+                            f"\n{proc.stderr.read()[-3000:]}")
+            assert time.monotonic() < deadline, f"{argv[3]} never reached {point}"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    url = f"file://{tmp_path_factory.mktemp('corpus')}"
+    _run(_cli("corpus", "--out", url, "--days", "1", "--docs-per-day", "24",
+              "--end-date", DAY.isoformat(), "--max-chars", "900"),
+         tmp_path_factory.mktemp("results"))
+    return url
+
+
+def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
+    run = f"file://{tmp_path}/data/synthetic_rephrase/{DAY}"
+    catalog = ["--catalog-uri", f"sqlite:///{tmp_path}/catalog.db",
+               "--warehouse", f"file://{tmp_path}/warehouse"]
+    start = dt.datetime.combine(DAY, dt.time(), dt.UTC)
+    crawl = _cli("crawl", "--source", corpus, "--out", f"{run}/manifest",
+                 "--interval-start", start.isoformat(),
+                 "--interval-end", (start + dt.timedelta(days=1)).isoformat())
+    stitch = _cli("stitch", "--manifest", f"{run}/manifest", "--out", run,
+                  "--templates", "encyclopedic,qa", "--styles-per-doc", "1",
+                  "--shard-tokens", "2048", "--max-new-tokens", "16", "--max-model-len", "1024",
+                  "--model", str(default_model_dir()), "--master", "local[2]",
+                  "--partitions", "2")
+
+    _kill_at(crawl, "crawl:part-written", tmp_path)
+    assert not storage.exists(f"{run}/manifest/_SUMMARY.json")
+    _run(crawl, tmp_path)
+
+    _kill_at(stitch, "stitch:before-shards-json", tmp_path)
+    assert not storage.exists(f"{run}/prompts/shards.json")
+    plan = _run(stitch, tmp_path)
+    shards = [s["url"] for s in storage.read_json(f"{run}/prompts/shards.json")["shards"]]
+    assert len(shards) >= 2, plan
+
+    rephrase = _cli("rephrase", *[a for s in shards for a in ("--shard", s)],
+                    "--model", str(default_model_dir()), "--checkpoint-rows", "4",
+                    "--max-in-flight", "8", "--max-new-tokens", "16", "--temperature", "0")
+    _kill_at(rephrase, "rephrase:part-written", tmp_path)
+    assert read_commit(f"{run}/generated/shard-00000") is None
+    resumed = _run(rephrase, tmp_path)
+    assert resumed["shards"][0]["resumed_rows"] == 4  # the part written before the kill
+
+    validate = _cli("validate", *[a for s in shards for a in ("--shard", s)])
+    _kill_at(validate, "validate:before-write", tmp_path)
+    _run(validate, tmp_path)
+
+    register = _cli("register", "--run", run, "--table", TABLE, *catalog)
+    _kill_at(register, "register:between-tables", tmp_path)
+    settings = config.resolve_catalog("synthfactory", uri=catalog[1], warehouse=catalog[3])
+    half = audit(run, TABLE, settings)
+    assert any("half-registered" in p for p in half.problems)  # the audit sees the gap
+    _run(register, tmp_path)
+
+    report = audit(run, TABLE, settings)
+    print(report.result_line())
+    assert report.problems == []
+    assert report.docs_in == 24 and report.prompt_rows == 24
+    assert report.generated + report.quarantined == 24 == report.prompt_rows
+    assert report.registered == report.generated
+    assert (report.lost, report.duplicated, report.stale) == (0, 0, 0)
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    s3 = CrawlS3()
+    s3.server.start()
+    for key, value in CRAWL_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    s3.create_bucket("lake")
+    yield s3
+    s3.server.stop()
+
+
+def _copy_tree(src: str, dst: str) -> None:
+    prefix = storage.normalize(src).rstrip("/") + "/"
+    for url in storage.list_files(src):
+        storage.write_bytes(storage.join(dst, url[len(prefix):]), storage.read_bytes(url))
+
+
+def test_stitch_reads_survive_s3_throttling_and_5xx(corpus, s3, tmp_path, monkeypatch):
+    _copy_tree(corpus, "s3://lake/corpus")
+    day_files = storage.list_files(f"s3://lake/corpus/dt={DAY}", suffix=".parquet")
+    storage.write_table(
+        __import__("pyarrow").table({"key": day_files, "size": [0] * len(day_files)}),
+        "s3://lake/run/manifest/part-00000.parquet")
+    # Every GET of the seeds and the manifest fails once first: 503 SlowDown and 500.
+    with ThrottlingProxy(s3.port, fail_first=6, methods=("GET",),
+                         server_errors=True) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        plan = _run(_cli("stitch", "--manifest", "s3://lake/run/manifest",
+                         "--out", "s3://lake/run", "--templates", "summary",
+                         "--shard-tokens", "4096", "--max-new-tokens", "16",
+                         "--model", str(default_model_dir()), "--master", "local[2]",
+                         "--partitions", "2"), tmp_path)
+    assert proxy.throttled == 6, "the proxy must really have failed requests"
+    assert plan["rows_in"] == 24 == plan["prompt_rows"] + plan["quarantined"]
+
+
+def test_rephrase_part_writes_survive_s3_throttling_and_5xx(s3, monkeypatch):
+    from rephrase_fixtures import write_prompt_shard
+
+    shard = write_prompt_shard("s3://lake/run", 0, rows=40)
+    with ThrottlingProxy(s3.port, fail_first=8, methods=("PUT", "POST"),
+                         server_errors=True) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        storage._s3_filesystem.cache_clear()  # a new endpoint, a new client
+        summary = rephrase_shard(shard, None, lambda: EchoEngine(per_poll=5),
+                                 WorkerOptions(model="echo", checkpoint_rows=5))
+    storage._s3_filesystem.cache_clear()
+    assert proxy.throttled == 8
+    assert summary["status"] == "committed" and summary["rows_generated"] == 40
+    commit = read_commit("s3://lake/run/generated/shard-00000")
+    assert len(commit["parts"]) == 8 and commit["rows_in"] == 40
+
+
+class TcpProxy:
+    """A TCP forwarder to PostgreSQL that can cut every connection, as a network
+    partition or a database failover does, and be restored."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.up = True
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self.up = False
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.sockets.clear()
+
+    def restore(self) -> None:
+        self.up = True
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def test_catalog_database_cut_during_register(tmp_path):
+    from catalog_fixtures import build_run, postgres_database
+
+    with postgres_database() as uri:
+        if uri is None:
+            pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+        from sqlalchemy.engine import make_url
+
+        real = make_url(uri)
+        proxy = TcpProxy((real.host, real.port))
+        try:
+            via_proxy = real.set(port=proxy.port).render_as_string(hide_password=False)
+            run = build_run(f"file://{tmp_path}/data", shard_rows=(6, 5), quarantined=1)
+            argv = _cli("register", "--run", run.run_url, "--table", TABLE,
+                        "--catalog-uri", via_proxy, "--warehouse", f"file://{tmp_path}/wh")
+            release, marker = tmp_path / "release", tmp_path / "paused"
+            proc = subprocess.Popen(argv, env={
+                **os.environ, "SYNTHFACTORY_PAUSE_AT": "register:before-commit",
+                "SYNTHFACTORY_PAUSE_MARKER": str(marker),
+                "SYNTHFACTORY_PAUSE_RELEASE": str(release)},
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 120
+            while not marker.exists():
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            proxy.cut()  # the database goes away mid-register
+            release.touch()
+            _, stderr = proc.communicate(timeout=180)
+            assert proc.returncode != 0
+            assert "Traceback" not in stderr
+            last = stderr.strip().splitlines()[-1]
+            assert last.startswith("synthfactory register: error:"), last
+
+            settings = config.resolve_catalog("synthfactory", uri=uri,
+                                              warehouse=f"file://{tmp_path}/wh")
+            nothing = audit(run.run_url, TABLE, settings)
+            assert nothing.registered == 0  # nothing half-registered
+
+            proxy.restore()
+            _run(argv, tmp_path)
+            report = audit(run.run_url, TABLE, settings)
+            assert report.problems == [] and report.registered == 9
+        finally:
+            proxy.close()
