@@ -171,4 +171,13 @@ with DAG(
         arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}"],
         **step_kwargs("gpu", SETTINGS, "smoke_test_training"),
     )
-    chain(crawl, stitch, plan, wait, shards, register, smoke)
+    # Last, whatever happened before (failed runs too): report.json + figures in the run
+    # folder, shown by plugins/run_report. A teardown, so a report written for a failed
+    # run does not turn the DAG run green (docs/adr/0101).
+    report = Step(
+        task_id="write_report",
+        arguments=["report", "--run", RUN, "--dag-id", "{{ dag.dag_id }}",
+                   "--airflow-run-id", "{{ run_id }}"],
+        **step_kwargs("cpu", SETTINGS, "write_report"),
+    ).as_teardown()
+    chain(crawl, stitch, plan, wait, shards, register, smoke, report)

@@ -15,7 +15,9 @@ REPORTED_DAGS = (PIPELINE,)
 
 
 def folder(output_root: str, interval_start) -> str:
-    return f"{output_root.rstrip('/')}/{PIPELINE}/{interval_start.strftime('%Y-%m-%d')}"
+    # as Jinja renders `ds` of a run without a data interval (no logical date): "None"
+    day = "None" if interval_start is None else interval_start.strftime("%Y-%m-%d")
+    return f"{output_root.rstrip('/')}/{PIPELINE}/{day}"
 
 
 def default_roots() -> list[str]:
@@ -40,7 +42,7 @@ def run_folder(dag_id: str, run_id: str) -> str | None:
     with create_session() as session:
         run = session.scalar(
             select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
-        if run is None or run.data_interval_start is None:
+        if run is None:
             return None
         root = (run.conf or {}).get("output_root")
         if not root:

@@ -12,7 +12,8 @@ import pytest
 from conftest import ROOT
 
 CHAIN = ["crawl_metadata", "stitch_prompts", "plan_shards", "wait_for_capacity",
-         "shard.rephrase", "shard.validate", "register_catalog", "smoke_test_training"]
+         "shard.rephrase", "shard.validate", "register_catalog", "smoke_test_training",
+         "write_report"]
 
 
 @pytest.mark.parametrize("runner", ["local", "kubernetes"])
