@@ -16,10 +16,13 @@ import tempfile
 from pathlib import Path
 
 from synthfactory import storage
+from synthfactory.cli_types import positive_float
 from synthfactory.errors import SynthfactoryError
 from synthfactory.model import default_model_dir
+from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.sweep import report
 from synthfactory.sweep.grid import config_key, config_label, expand_grid, load_grid
+from synthfactory.sweep.rematch import check_rounds, describe, rematch
 from synthfactory.sweep.results import SweepFolder
 from synthfactory.sweep.runner import run_trial
 from synthfactory.sweep.winner import (
@@ -64,8 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the winner to {model}/synthfactory-engine.json")
     parser.add_argument("--retry-failed", action="store_true",
                         help="rerun configurations that failed in an earlier run")
-    parser.add_argument("--trial-timeout", type=float, default=1800,
+    parser.add_argument("--trial-timeout", type=positive_float, default=1800,
                         help="seconds one configuration may take")
+    parser.add_argument("--rematch-rounds", type=int, default=3,
+                        help="after the search, measure the defaults and the winner again "
+                             "in this many alternating rounds each; gain = ratio of the "
+                             "medians (0: off, gain not reported; needs the baseline)")
 
 
 def sample_rows(total: int, wanted: int) -> list[int]:
@@ -84,6 +91,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.gpu_hour_cost is not None and args.gpu_hour_cost < 0:
         raise SynthfactoryError("--gpu-hour-cost must not be negative")
     check_margin(args.safety_margin)
+    check_rounds(args.rematch_rounds)
 
 
 def _shard_rows(shard: str) -> int:
@@ -104,6 +112,8 @@ def run(args: argparse.Namespace) -> dict:
         raise SynthfactoryError(f"--model {model}: not a local folder, so the winner cannot "
                                 "be written next to it (use --no-apply)")
     configs = expand_grid(load_grid(args.grid), baseline=args.baseline)
+    for config in configs:  # a misspelt key fails now, not as a failed trial an hour later
+        check_engine_args(config, f"--grid configuration {config_label(config)}")
     shard = storage.normalize(args.shard)
     rows = sample_rows(_shard_rows(shard), args.sample_rows)
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
@@ -125,14 +135,15 @@ def run(args: argparse.Namespace) -> dict:
             r.get("output_tokens_per_s"), args.gpu_hour_cost,
             devices(r["config"], r.get("device", "cpu")))
     _report(records, folder, best["key"] if best else None, model)
-    winner = _winner(records, best, backed, args, model, folder)
+    baseline = next((r for r in records if r["key"] == BASELINE_KEY and r["status"] == "ok"),
+                    None)
+    matched = _rematch(measure, folder, records, backed) if best and baseline else None
+    winner = _winner(records, best, backed, args, model, folder, matched)
     _print_winner(winner)
     failed = [r for r in records if r["status"] != "ok"]
     if best is None:
         raise SynthfactoryError(f"all {len(records)} configurations failed; see the table "
                                 f"above and {folder.table_url}")
-    baseline = next((r for r in records if r["key"] == BASELINE_KEY and r["status"] == "ok"),
-                    None)
     base_tps = baseline["output_tokens_per_s"] if baseline else None
     return {
         "out": folder.url, "results": folder.table_url, "png": folder.png_url,
@@ -141,7 +152,10 @@ def run(args: argparse.Namespace) -> dict:
         "baseline_tokens_per_s": base_tps,
         "best": {"key": best["key"], "label": best["label"], "config": best["config"],
                  "output_tokens_per_s": best["output_tokens_per_s"]},
-        "gain": round(best["output_tokens_per_s"] / base_tps, 3) if base_tps else None,
+        # the rematch's ratio of medians, not best / baseline of the search (which can
+        # never fall below 1 when the defaults are among the candidates)
+        "gain": matched.get("gain") if matched else None,
+        "rematch": matched,
         "winner": winner,
     }
 
@@ -172,14 +186,54 @@ class _Measure:
                  if record["status"] == "ok" else f"failed ({record.get('error')})")
         return {**record, "resumed": False}
 
+    def tokens_per_s(self, config: dict) -> float:
+        """One rematch round: a fresh trial process, not kept as a configuration record."""
+        with tempfile.TemporaryDirectory(prefix="sweep-rematch-") as tmp:
+            result = run_trial({**self.spec, "config": config}, Path(tmp),
+                               self.args.trial_timeout)
+        if result["status"] != "ok":
+            raise SynthfactoryError(f"rematch round of {config_label(config)} failed: "
+                                    f"{result.get('error')}")
+        return result["output_tokens_per_s"]
 
-def _winner(records, best, backed, args, model: str, folder: SweepFolder) -> dict | None:
+
+def _rematch(measure: _Measure, folder: SweepFolder, records: list[dict],
+             backed: dict) -> dict | None:
+    """The defaults against the configuration that would be written (the backed-off
+    winner), in alternating rounds; a rerun reuses an earlier rematch of the same pair."""
+    rounds = measure.args.rematch_rounds
+    backoff = next((r for r in records if r["role"] == "backoff"), None)
+    if rounds == 0 or (backoff is not None and backoff["status"] != "ok"):
+        return None
+    pair = {"default_key": BASELINE_KEY, "winner_key": config_key(backed), "rounds": rounds}
+    earlier = folder.load_rematch()
+    if earlier is not None and all(earlier.get(k) == v for k, v in pair.items()):
+        result = earlier
+    else:
+        log.info("rematch: defaults against %s, %d rounds each", config_label(backed), rounds)
+        try:
+            result = {**pair, **rematch(measure.tokens_per_s, {}, backed, rounds)}
+        except SynthfactoryError as exc:
+            print(f"rematch failed: {exc}", flush=True)
+            return {**pair, "gain": None, "error": str(exc)}
+        folder.save_rematch(result)
+    print(describe(result, config_label(backed)), flush=True)
+    return result
+
+
+def _winner(records, best, backed, args, model: str, folder: SweepFolder,
+            matched: dict | None) -> dict | None:
     if best is None:
         return None
     measured = next((r for r in records if r["role"] == "backoff"), None)
     if measured is not None and measured["status"] != "ok":
         return {"engine_args": backed, "applied_to": None,
                 "not_applied": f"the backed-off configuration failed: {measured.get('error')}"}
+    refused = _rematch_refusal(matched, backed)
+    if refused:
+        storage.write_json(folder.winner_url, {"engine_args": backed, "rematch": matched,
+                                               "applied_to": None, "not_applied": refused})
+        return {"engine_args": backed, "applied_to": None, "not_applied": refused}
     figures = measured or best
     provenance = {
         "sweep": folder.url, "config_key": best["key"], "fastest_config": best["config"],
@@ -190,6 +244,7 @@ def _winner(records, best, backed, args, model: str, folder: SweepFolder) -> dic
             k: measured.get(k) for k in ("output_tokens_per_s", "prompt_tokens_per_s",
                                          "startup_s", "peak_rss_mb")},
         "gpu_hour_cost": args.gpu_hour_cost,
+        "rematch": matched,
         "cost_per_billion_output_tokens": figures.get("cost_per_billion_output_tokens"),
         "sample": {"shard": storage.normalize(args.shard), "rows": best.get("requests"),
                    "max_new_tokens": args.max_new_tokens},
@@ -200,6 +255,19 @@ def _winner(records, best, backed, args, model: str, folder: SweepFolder) -> dic
     return {"engine_args": backed, "applied_to": applied_to,
             "cost_per_billion_output_tokens": provenance["cost_per_billion_output_tokens"],
             "output_tokens_per_s": figures.get("output_tokens_per_s")}
+
+
+def _rematch_refusal(matched: dict | None, backed: dict) -> str | None:
+    """Why the winner must not replace the defaults, if the rematch says so. A winner
+    that is the defaults themselves ({}) is always fine to write."""
+    if matched is None or not backed:
+        return None
+    if matched.get("error"):
+        return f"the rematch against the defaults failed: {matched['error']}"
+    if matched["gain"] < 1:
+        return (f"re-measured slower than the defaults (gain {matched['gain']:.2f} over "
+                f"{matched['rounds']} alternating rounds)")
+    return None
 
 
 def _report(records: list[dict], folder: SweepFolder, best_key: str | None,

@@ -47,6 +47,16 @@ class SweepFolder:
     def winner_url(self) -> str:
         return storage.join(self.url, "winner.json")
 
+    @property
+    def rematch_url(self) -> str:
+        return storage.join(self.url, "rematch.json")
+
+    def load_rematch(self) -> dict | None:
+        return storage.read_json(self.rematch_url) if storage.exists(self.rematch_url) else None
+
+    def save_rematch(self, result: dict) -> None:
+        storage.write_json(self.rematch_url, result)
+
     def claim(self, sample: dict) -> None:
         """Results are only comparable on one sample: refuse to resume into a folder
         measured on another shard, model, row count or token budget."""

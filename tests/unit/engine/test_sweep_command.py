@@ -16,18 +16,21 @@ from synthfactory.rephrase.engine_args import tuned_engine_args
 from synthfactory.sweep import command
 
 
-def _fake_trial(calls: list):
-    """Throughput grows with max_num_seqs; a token budget below it fails as vLLM does."""
+def _fake_trial(calls: list, later: dict | None = None):
+    """Throughput grows with max_num_seqs; a token budget below it fails as vLLM does.
+    ``later`` maps a max_num_seqs to the tokens/s it shows after its first measurement
+    (a lucky first figure that the rematch does not confirm)."""
 
     def run_trial(spec, workdir, timeout_s):
         config = spec["config"]
+        seqs = config.get("max_num_seqs", 16)
+        again = config in calls
         calls.append(config)
         (workdir / "trial.log").write_text(f"trial of {config}\n")
-        seqs = config.get("max_num_seqs", 16)
         if config.get("max_num_batched_tokens", 10**9) < seqs:
             return {"status": "failed", "error_kind": "error", "returncode": 1,
                     "error": "ValidationError: max_num_batched_tokens must be >= max_num_seqs"}
-        tps = 10.0 * seqs
+        tps = (later or {}).get(seqs, 10.0 * seqs) if again else 10.0 * seqs
         return {"status": "ok", "device": "cpu", "startup_s": 1.0, "warmup_s": 0.1,
                 "generation_s": 2.0, "requests": len(spec["rows"]), "prompt_tokens": 100,
                 "output_tokens": int(tps * 2), "output_tokens_per_s": tps,
@@ -64,11 +67,15 @@ GRID = [{"max_num_seqs": 32}, {"max_num_seqs": 64, "max_num_batched_tokens": 8},
 def test_sweep_records_failures_backs_off_the_winner_and_writes_it(sweep_env, capsys):
     tmp_path, calls = sweep_env
     summary = command.run(_args(tmp_path, GRID))
-    # baseline first, the failure did not stop the rest, the backed-off winner measured last
-    assert calls == [{}, *GRID, {"max_num_seqs": 24}]
+    # baseline first, the failure did not stop the rest, the backed-off winner measured,
+    # then the defaults and that winner again in alternating rounds
+    backed = {"max_num_seqs": 24}
+    assert calls == [{}, *GRID, backed] + [{}, backed] * 3
     assert summary["failed"] == 1 and summary["measured"] == 5
     assert summary["best"]["config"] == {"max_num_seqs": 32}
-    assert summary["baseline_tokens_per_s"] == 160.0 and summary["gain"] == 2.0
+    # gain: the backed-off winner's median (240) over the defaults' (160) in the rematch
+    assert summary["baseline_tokens_per_s"] == 160.0 and summary["gain"] == 1.5
+    assert summary["rematch"]["default_tokens_per_s"] == [160.0] * 3
     # 3.6 an hour at 240 tokens/s (the backed-off figure): 3.6 / (240 * 3600) * 1e9
     assert summary["winner"]["cost_per_billion_output_tokens"] == pytest.approx(4166.67)
     assert tuned_engine_args(str(tmp_path / "model")) == {"max_num_seqs": 24}
@@ -83,8 +90,38 @@ def test_sweep_records_failures_backs_off_the_winner_and_writes_it(sweep_env, ca
     assert [r["role"] for r in table] == ["baseline", "grid", "grid", "grid", "backoff"]
     assert (tmp_path / "sweep/sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "sweep/logs").is_dir()
+    assert tuned["provenance"]["rematch"]["gain"] == 1.5
     out = capsys.readouterr().out
     assert "* max_num_seqs=32" in out and "max_num_seqs=24 (backed off)" in out
+    assert "rematch, 3 alternating rounds" in out and "spread 160.0..160.0" in out
+    assert "gain 1.50" in out
+
+
+def test_a_winner_the_rematch_measures_slower_than_the_defaults_has_gain_below_one(
+        tmp_path, monkeypatch):
+    write_prompt_shard(f"file://{tmp_path}/run", 0, rows=10)
+    (tmp_path / "model").mkdir()
+    calls: list = []
+    # max_num_seqs=24 measured 240 tokens/s once, then 100 every round of the rematch
+    monkeypatch.setattr(command, "run_trial", _fake_trial(calls, later={24: 100.0}))
+    summary = command.run(_args(tmp_path, GRID))
+    assert summary["best"]["config"] == {"max_num_seqs": 32}  # the search's pick
+    assert summary["gain"] == pytest.approx(100 / 160, abs=1e-3) and summary["gain"] < 1
+    assert summary["rematch"]["winner_tokens_per_s"] == [100.0] * 3
+    # a winner slower than the defaults is not written next to the model
+    assert not (tmp_path / "model/synthfactory-engine.json").exists()
+    assert "slower than the defaults" in summary["winner"]["not_applied"]
+    winner = json.loads((tmp_path / "sweep/winner.json").read_text())
+    assert winner["applied_to"] is None and winner["rematch"]["gain"] < 1
+
+
+def test_rematch_rounds_off_or_at_least_three(sweep_env):
+    tmp_path, calls = sweep_env
+    with pytest.raises(SynthfactoryError, match="--rematch-rounds 2: use 0"):
+        command.run(_args(tmp_path, GRID, rematch_rounds=2))
+    summary = command.run(_args(tmp_path, GRID, rematch_rounds=0))
+    assert calls == [{}, *GRID, {"max_num_seqs": 24}]  # no rematch
+    assert summary["gain"] is None and summary["rematch"] is None
 
 
 def test_rerun_skips_what_is_measured_and_retry_failed_reruns_failures(sweep_env):
@@ -92,7 +129,8 @@ def test_rerun_skips_what_is_measured_and_retry_failed_reruns_failures(sweep_env
     first = command.run(_args(tmp_path, GRID))
     calls.clear()
     again = command.run(_args(tmp_path, GRID + [{"max_num_seqs": 4}]))
-    assert calls == [{"max_num_seqs": 4}]  # only the new configuration ran
+    assert calls == [{"max_num_seqs": 4}]  # only the new one ran; the rematch is reused
+    assert again["gain"] == first["gain"] == 1.5
     assert again["skipped"] == 5 and again["failed"] == 1
     assert again["winner"]["engine_args"] == first["winner"]["engine_args"]
     calls.clear()
