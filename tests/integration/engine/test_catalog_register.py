@@ -8,8 +8,17 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from catalog_fixtures import ENGINE_ARGS, MODEL, build_run, postgres_database, table_keys
+from catalog_fixtures import (
+    ENGINE_ARGS,
+    MODEL,
+    PG_DSN_ENV,
+    build_run,
+    postgres_database,
+    postgres_dsn,
+    table_keys,
+)
 from pyiceberg.expressions import EqualTo
+from sqlalchemy.engine import make_url
 
 from synthfactory import storage
 from synthfactory.catalog import config
@@ -20,7 +29,8 @@ from synthfactory.catalog.command import register
 def postgres_uri():
     with postgres_database() as uri:
         if uri is None:
-            pytest.skip("PostgreSQL on 127.0.0.1:5432 is unreachable (user postgres, db test)")
+            where = make_url(postgres_dsn())  # str() hides a password
+            pytest.skip(f"no PostgreSQL answers at {where} (set {PG_DSN_ENV})")
         yield uri
 
 
