@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = module.run(args)
     except SynthfactoryError as exc:
         print(f"synthfactory {name}: error: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code  # 3 for a PermanentError: Airflow does not retry (errors.py)
     try:
         publish(summary if summary is not None else {})
     except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error

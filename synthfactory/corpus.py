@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="corpus root URL (file:// or s3://)")
     parser.add_argument("--days", type=int, default=3, help="number of daily partitions")
     parser.add_argument("--docs-per-day", type=int, default=64)
-    parser.add_argument("--end-date", default="2026-11-29", help="last partition's date")
+    parser.add_argument("--end-date", help="last partition's date, YYYY-MM-DD (default: "
+                        "yesterday in UTC, the day a daily run triggered today reads)")
     parser.add_argument("--min-chars", type=int, default=300)
     parser.add_argument("--max-chars", type=int, default=2500)
     parser.add_argument("--per-module", type=int, default=2)
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> dict:
     if args.days < 1 or args.docs_per_day < 1:
         raise SynthfactoryError("--days and --docs-per-day must be at least 1")
     try:
-        end = dt.date.fromisoformat(args.end_date)
+        end = (dt.date.fromisoformat(args.end_date) if args.end_date
+               else dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1))
     except ValueError as exc:
         raise SynthfactoryError(f"--end-date {args.end_date!r}: not a YYYY-MM-DD date") from exc
     stdlib = Path(sysconfig.get_paths()["stdlib"])

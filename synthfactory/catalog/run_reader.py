@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import prompt_checksum
 
@@ -95,7 +95,7 @@ def read_committed_run(run_url: str) -> CommittedRun:
         shown = problems[:_MAX_PROBLEMS_SHOWN]
         if len(problems) > len(shown):
             shown.append(f"... and {len(problems) - len(shown)} more")
-        raise SynthfactoryError(f"refusing to register {layout.run_url}:\n  " + "\n  ".join(shown))
+        raise PermanentError(f"refusing to register {layout.run_url}:\n  " + "\n  ".join(shown))
     return CommittedRun(layout.run_url, shards_json, tuple(shards))
 
 

@@ -20,7 +20,7 @@ from synthfactory.crawl.interval import Interval, PartitionTemplate
 from synthfactory.crawl.listing import MAX_KEYS_CAP
 from synthfactory.crawl.manifest_writer import manifest_schema
 from synthfactory.crawl.scope import CrawlScope
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError
 
 log = logging.getLogger(__name__)
 SUMMARY_NAME = "_SUMMARY.json"
@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("partition", "last-modified", "both"),
         help="how the interval selects objects: by partition value, by LastModified in "
         "[start, end), or both (default: partition with a template, else last-modified)",
+    )
+    parser.add_argument(
+        "--allow-missing-partition", action="store_true",
+        help="an interval with no partition gives an empty manifest and a warning "
+        "(default: the crawl fails naming the partition it expected)",
     )
     parser.add_argument("--workers", type=int, default=8, help="concurrent listings (default 8)")
     parser.add_argument(
@@ -64,9 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict:
     for option in ("workers", "rows_per_part", "max_keys"):
         if getattr(args, option) < 1:
-            raise SynthfactoryError(f"--{option.replace('_', '-')} must be at least 1")
+            raise PermanentError(f"--{option.replace('_', '-')} must be at least 1")
     if args.fanout_depth < 0:
-        raise SynthfactoryError("--fanout-depth must be 0 or more")
+        raise PermanentError("--fanout-depth must be 0 or more")
     if args.max_keys > MAX_KEYS_CAP:
         log.warning("--max-keys %d capped at %d (S3's page limit)", args.max_keys, MAX_KEYS_CAP)
     source = storage.normalize(args.source)
@@ -75,7 +80,7 @@ def run(args: argparse.Namespace) -> dict:
     template = PartitionTemplate(args.partition_template) if args.partition_template else None
     scope_mode = args.scope or ("partition" if template else "last-modified")
     if scope_mode in ("partition", "both") and template is None and args.scope:
-        raise SynthfactoryError(f"--scope {args.scope} needs --partition-template")
+        raise PermanentError(f"--scope {args.scope} needs --partition-template")
 
     lister = _lister(source, args)
     scope = CrawlScope(
@@ -98,6 +103,10 @@ def run(args: argparse.Namespace) -> dict:
     storage.delete(summary_url)  # until this crawl finishes, the folder has no valid summary
     result = Crawler(lister, scope, out, settings, fingerprint).run()
 
+    if (result["partitions"] == 0 and scope_mode == "partition" and template and interval
+            and not args.allow_missing_partition):
+        raise PermanentError(
+            _missing_partition(lister.source_url, template, interval, args.suffix))
     warnings = []
     if result["objects"] == 0:
         warnings.append(f"{lister.source_url}: no objects in scope; the manifest is empty")
@@ -133,6 +142,23 @@ def run(args: argparse.Namespace) -> dict:
     storage.write_json(summary_url, summary)
     checkpoint.clear(out)
     return summary
+
+
+def _missing_partition(source_url: str, template: PartitionTemplate, interval: Interval,
+                       suffix: str) -> str:
+    """Which partition the interval needed, and how to get one."""
+    root = source_url.rstrip("/") + "/"
+    spans = template.spans(interval)
+    expected = ", ".join(root + template.render(s) for s in spans[:3])
+    more = f" and {len(spans) - 3} more" if len(spans) > 3 else ""
+    day = spans[0].strftime("%Y-%m-%d")
+    return (
+        f"no partition for the data interval [{interval.start.isoformat()}, "
+        f"{interval.end.isoformat()}): expected {expected}{more} holding *{suffix} files. "
+        f"Write that day's files there (the demo corpus: `synthfactory corpus --out "
+        f"{source_url} --end-date {day}`, or `make corpus`), or trigger a run whose data "
+        "interval has a partition"
+    )
 
 
 def _lister(source: str, args: argparse.Namespace):

@@ -3,7 +3,8 @@
 A template such as ``dt={ds}`` or ``year={yyyy}/month={mm}/day={dd}`` names the path
 segments under the source prefix. A partition covers one day (one hour when the
 template has ``{hh}``); it is selected when that span overlaps [start, end). For a
-daily run that is exactly "ds in [start, end)".
+daily run that is exactly "ds in [start, end)". Errors here are bad input, which a
+retry cannot fix (PermanentError).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import string
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError
 
 # placeholder -> the regex its value must match
 PLACEHOLDERS: dict[str, str] = {
@@ -31,7 +32,7 @@ def parse_instant(text: str, option: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise SynthfactoryError(f"{option} {text!r}: not an ISO-8601 timestamp") from exc
+        raise PermanentError(f"{option} {text!r}: not an ISO-8601 timestamp") from exc
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
@@ -47,14 +48,14 @@ class Interval:
         if start is None and end is None:
             return None
         if start is None or end is None:
-            raise SynthfactoryError(
+            raise PermanentError(
                 "--interval-start and --interval-end go together: give both or neither"
             )
         interval = cls(
             parse_instant(start, "--interval-start"), parse_instant(end, "--interval-end")
         )
         if interval.end <= interval.start:
-            raise SynthfactoryError(
+            raise PermanentError(
                 f"interval [{start}, {end}): the end must come after the start"
             )
         return interval
@@ -72,14 +73,14 @@ class PartitionTemplate:
     def __init__(self, template: str):
         self.template = template.strip("/")
         if not self.template:
-            raise SynthfactoryError(f"partition template {template!r}: empty")
+            raise PermanentError(f"partition template {template!r}: empty")
         self.columns: list[str] = []
         self.placeholders: list[str] = []
         patterns = [self._segment(i, seg) for i, seg in enumerate(self.template.split("/"))]
         self._regex = re.compile("/".join(patterns) + "/")
         names = set(self.placeholders)
         if not ({"ds"} <= names or {"ds_nodash"} <= names or {"yyyy", "mm", "dd"} <= names):
-            raise SynthfactoryError(
+            raise PermanentError(
                 f"partition template {template!r}: needs a full date "
                 "({ds}, {ds_nodash}, or {yyyy}, {mm} and {dd})"
             )
@@ -94,7 +95,7 @@ class PartitionTemplate:
         else:
             column, literal_head, body = self._fields(segment)[0], "", segment
         if not column or column in self.columns:
-            raise SynthfactoryError(
+            raise PermanentError(
                 f"partition template {self.template!r}: bad or repeated column name {column!r}"
             )
         self.columns.append(column)
@@ -104,12 +105,12 @@ class PartitionTemplate:
             if field is None:
                 continue
             if field not in PLACEHOLDERS or spec or conversion:
-                raise SynthfactoryError(
+                raise PermanentError(
                     f"partition template {self.template!r}: unknown placeholder {{{field}}} "
                     f"(use {', '.join('{' + p + '}' for p in PLACEHOLDERS)})"
                 )
             if field in self.placeholders:
-                raise SynthfactoryError(
+                raise PermanentError(
                     f"partition template {self.template!r}: {{{field}}} appears twice"
                 )
             self.placeholders.append(field)
@@ -120,7 +121,7 @@ class PartitionTemplate:
         try:
             return [f for _, f, _, _ in string.Formatter().parse(segment) if f is not None]
         except ValueError as exc:  # "dt={ds" and the like
-            raise SynthfactoryError(f"partition template {self.template!r}: {exc}") from exc
+            raise PermanentError(f"partition template {self.template!r}: {exc}") from exc
 
     def match(self, relative_key: str) -> tuple[tuple[str, ...], datetime] | None:
         """(partition values, partition start) for a key relative to the source, or None."""

@@ -10,7 +10,7 @@ import pytest
 
 from synthfactory.cli import main
 from synthfactory.crawl import command
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import EXIT_PERMANENT, PermanentError, SynthfactoryError
 
 DAY = ["--interval-start", "2026-11-29T00:00:00+00:00",
        "--interval-end", "2026-11-30T00:00:00+00:00"]
@@ -92,10 +92,26 @@ def test_last_modified_window_scopes_without_a_template(corpus, tmp_path):
     assert summary["skipped"]["outside_modified_window"] == 1
 
 
+def test_an_interval_without_its_partition_fails_naming_it_and_how_to_create_it(tmp_path):
+    (tmp_path / "empty" / "dt=2026-11-28").mkdir(parents=True)  # another day only
+    (tmp_path / "empty" / "dt=2026-11-28" / "part-0.parquet").write_bytes(b"x")
+    with pytest.raises(PermanentError) as raised:
+        crawl("--source", str(tmp_path / "empty"), "--out", str(tmp_path / "m"),
+              "--partition-template", "dt={ds}", *DAY)
+    message = str(raised.value)
+    assert f"expected file://{tmp_path}/empty/dt=2026-11-29/ holding *.parquet files" in message
+    assert "[2026-11-29T00:00:00+00:00, 2026-11-30T00:00:00+00:00)" in message
+    assert f"synthfactory corpus --out file://{tmp_path}/empty --end-date 2026-11-29" in message
+    # through the console script: one line, the non-retryable exit code
+    code = main(["crawl", "--source", str(tmp_path / "empty"), "--out", str(tmp_path / "m"),
+                 "--partition-template", "dt={ds}", *DAY])
+    assert code == EXIT_PERMANENT
+
+
 def test_empty_source_gives_an_empty_manifest_with_columns_and_a_warning(tmp_path):
     (tmp_path / "empty").mkdir()
     summary = crawl("--source", str(tmp_path / "empty"), "--out", str(tmp_path / "m"),
-                    "--partition-template", "dt={ds}", *DAY)
+                    "--partition-template", "dt={ds}", *DAY, "--allow-missing-partition")
     table = manifest(tmp_path / "m")
     assert table.num_rows == 0 and table.column_names[-1] == "dt"
     assert summary["objects"] == 0 and "manifest is empty" in summary["warnings"][0]
