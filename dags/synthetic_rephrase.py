@@ -10,6 +10,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param, chain, task_group
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from operators.param_rules import check_params_task
 from operators.settings import Settings
 from operators.steps import step_kwargs, step_operator_class, wave_count, wave_requests
 from plugins.capacity.sensor import WaveCapacitySensor
@@ -29,7 +30,8 @@ DOC = """
 Rephrases the seed documents of one data interval with an LLM (WRAP / BeyondWeb style)
 and registers the result as an Iceberg table.
 
-`crawl_metadata` → `stitch_prompts` (Spark) → `plan_shards` → `wait_for_capacity` →
+`check_params` (rules between fields) → `crawl_metadata` → `stitch_prompts` (Spark) →
+`plan_shards` → `wait_for_capacity` →
 `shard[i]` = `shard.rephrase` (GPU pool, vLLM, checkpointed) → `shard.validate` (CPU pool),
 one mapped task group per shard group →
 `register_catalog` (Iceberg + Asset event) → `smoke_test_training`.
@@ -59,42 +61,70 @@ def shard(rephrase_argv: list[str], validate_argv: list[str]) -> None:
     rephrase >> validate
 
 
+# The trigger form's sections, in the order a new user fills them.
+DATA, PROMPTS, MODEL, CATALOG, SMOKE = (
+    "Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test")
+STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq")  # synthfactory/templates
+URL_PATTERN = r"^(file|s3)://\S+$"  # a bare path would resolve against the worker's cwd
+
 params = {
-    "source": Param(SETTINGS.url("var", "corpus"), type="string", minLength=1,
-                    description="seed corpus URL (file:// or s3://), dt=YYYY-MM-DD partitions"),
-    "partition_template": Param("dt={ds}", type="string", minLength=1,
-                                description="partition path selected by the data interval"),
-    "output_root": Param(SETTINGS.url("var", "data"), type="string", minLength=1,
-                         description="where run folders are written (file:// or s3://)"),
-    "templates": Param(["encyclopedic"], type="array", minItems=1,
-                       items={"type": "string", "enum": ["encyclopedic", "easy", "qa",
-                                                         "tutorial", "summary", "faq"]},
-                       description="rephrase styles (shipped prompt templates)"),
-    "styles_per_doc": Param(1, type="integer", minimum=1, maximum=6,
-                            description="styles drawn per document (<= number of templates)"),
-    "shard_tokens": Param(8192, type="integer", minimum=2048,
-                          description="token budget of one shard (prompt + new tokens)"),
-    "spark_master": Param("local[*]", type="string", minLength=1,
+    "source": Param(SETTINGS.url("var", "corpus"), type="string", pattern=URL_PATTERN,
+                    section=DATA,
+                    description="seed corpus URL (file://... or s3://...) holding one "
+                                "partition per day, e.g. dt=YYYY-MM-DD/*.parquet"),
+    "partition_template": Param("dt={ds}", type="string", minLength=1, section=DATA,
+                                description="partition path under source that the run's "
+                                            "data interval selects ({ds}, {yyyy}/{mm}/{dd}, "
+                                            "{hh})"),
+    "output_root": Param(SETTINGS.url("var", "data"), type="string", pattern=URL_PATTERN,
+                         section=DATA,
+                         description="where run folders are written (file://... or s3://...)"),
+    # `examples` makes the form a multi-select of the shipped styles; `items.enum`
+    # makes the schema refuse any other name.
+    "templates": Param(["encyclopedic"], type="array", minItems=1, uniqueItems=True,
+                       examples=list(STYLES), items={"type": "string", "enum": list(STYLES)},
+                       section=PROMPTS,
+                       description="rephrase styles: the shipped prompt templates to draw "
+                                   "from"),
+    "styles_per_doc": Param(1, type="integer", minimum=1, maximum=len(STYLES),
+                            section=PROMPTS,
+                            description="styles drawn per document (at most the number of "
+                                        "templates chosen)"),
+    "shard_tokens": Param(8192, type="integer", minimum=2048, section=PROMPTS,
+                          description="token budget of one shard, prompts plus new tokens "
+                                      "(at least max_model_len)"),
+    "spark_master": Param("local[*]", type="string", minLength=1, section=PROMPTS,
                           description="Spark master of the stitch job (k8s://https://... "
                                       "to run executors as pods; docs/stitch.md)"),
-    "spark_partitions": Param(8, type="integer", minimum=1,
+    "spark_partitions": Param(8, type="integer", minimum=1, section=PROMPTS,
                               description="Spark partitions of the stitch job"),
-    "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192),
-    "max_model_len": Param(2048, type="integer", minimum=256),
-    "temperature": Param(0.7, type="number", minimum=0, maximum=2),
-    "checkpoint_rows": Param(16, type="integer", minimum=1,
+    "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192, section=MODEL,
+                            description="most tokens generated per rephrasing"),
+    "max_model_len": Param(2048, type="integer", minimum=256, section=MODEL,
+                           description="vLLM context window: prompt plus new tokens of one "
+                                       "sequence"),
+    "temperature": Param(0.7, type="number", minimum=0, maximum=2, section=MODEL,
+                         description="sampling temperature (0 = greedy)"),
+    "checkpoint_rows": Param(16, type="integer", minimum=1, section=MODEL,
                              description="rows per checkpoint part (max work lost on a crash)"),
     "max_shard_groups": Param(2, type="integer", minimum=1, maximum=MAX_MAP_LENGTH,
-                              description="at most this many rephrase tasks"),
+                              section=PROMPTS,
+                              description="at most this many rephrase tasks (shards are "
+                                          "grouped to fit)"),
     "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
-                   minLength=1, description="model folder (or name) for vLLM"),
-    "engine_args": Param({}, type="object",
+                   minLength=1, section=MODEL, description="model folder (or name) for vLLM"),
+    "engine_args": Param({}, type="object", section=MODEL,
                          description="vllm.LLM arguments over the tuned defaults"),
     "catalog_uri": Param(f"sqlite:///{SETTINGS.home}/var/catalog/catalog.db", type="string",
+                         section=CATALOG,
                          description="pyiceberg SQL catalog URI"),
-    "warehouse": Param(SETTINGS.url("var", "warehouse"), type="string"),
-    "table": Param(CATALOG_TABLE, type="string", pattern=r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"),
-    "smoke_steps": Param(10, type="integer", minimum=1, maximum=10000,
+    "warehouse": Param(SETTINGS.url("var", "warehouse"), type="string", pattern=URL_PATTERN,
+                       section=CATALOG,
+                       description="where the table's data files are written (file://... "
+                                   "or s3://...)"),
+    "table": Param(CATALOG_TABLE, type="string", pattern=r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$",
+                   section=CATALOG, description="Iceberg table as namespace.name"),
+    "smoke_steps": Param(10, type="integer", minimum=1, maximum=10000, section=SMOKE,
                          description="training steps of the smoke test"),
 }
 
@@ -109,6 +139,8 @@ with DAG(
     tags=["synthfactory"],
     default_args={"owner": "synthfactory"},
 ) as dag:
+    # Rules between fields and unknown conf keys fail the run before any work starts.
+    check = check_params_task(params)
     crawl = Step(
         task_id="crawl_metadata",
         arguments=["crawl", "--source", "{{ params.source }}", "--out", RUN + "/manifest",
@@ -181,3 +213,4 @@ with DAG(
         **step_kwargs("cpu", SETTINGS, "write_report"),
     ).as_teardown()
     chain(crawl, stitch, plan, wait, shards, register, smoke, report)
+    check >> crawl

@@ -14,8 +14,10 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.sdk.exceptions import AirflowException
 from kubernetes.client import models as k8s
 
+from operators.exit_codes import fail_without_retry_on
 from operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
 from operators.pod_security import scratch_env, security_kwargs
 from operators.results import attach_to_outlets
@@ -80,6 +82,24 @@ class SynthfactoryPodOperator(KubernetesPodOperator):
         summary = super().execute(context)
         attach_to_outlets(context, self.outlets, summary if isinstance(summary, dict) else None)
         return summary
+
+    def cleanup(self, pod, remote_pod, *args: Any, **kwargs: Any) -> None:
+        """A pod whose engine exited 2 or 3 (bad input, refused commit) fails the task
+        without retries, as the local runner does (operators/exit_codes.py)."""
+        try:
+            super().cleanup(pod, remote_pod, *args, **kwargs)
+        except AirflowException as exc:
+            fail_without_retry_on(_base_exit_code(remote_pod, self.base_container_name),
+                                  str(exc).splitlines()[0])
+            raise
+
+
+def _base_exit_code(remote_pod: Any, container: str) -> int | None:
+    statuses = (remote_pod.status.container_statuses if remote_pod and remote_pod.status
+                else None) or []
+    status = next((s for s in statuses if s.name == container), None)
+    terminated = status.state.terminated if status and status.state else None
+    return terminated.exit_code if terminated else None
 
 
 def pod_operator_kwargs(kind: str, settings: Settings, step: str,

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from operators.exit_codes import fail_without_retry_on
 from operators.results import attach_to_outlets
 
 RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # the engine's synthfactory.result contract
@@ -57,6 +58,7 @@ class LocalStepOperator(BaseOperator):
                 self.log.info("%s", line.rstrip())
             code = self._process.wait()
             if code != 0:
+                fail_without_retry_on(code, f"{' '.join(argv[:2])} exited with code {code}")
                 raise StepFailed(f"{' '.join(argv[:2])} exited with code {code}")
             summary = json.loads(result_file.read_text()) if result_file.exists() else None
         attach_to_outlets(context, self.outlets, summary)

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-CHAIN = ["crawl_metadata", "stitch_prompts", "plan_shards", "wait_for_capacity",
+CHAIN = ["check_params", "crawl_metadata", "stitch_prompts", "plan_shards", "wait_for_capacity",
          "shard.rephrase", "shard.validate", "register_catalog", "smoke_test_training",
          "write_report"]
 

@@ -20,7 +20,7 @@ def fake_worker(tmp_path) -> Path:
         #!/usr/bin/env python3
         import json, os, sys
         if sys.argv[1] == "fail":
-            print("boom", file=sys.stderr); sys.exit(3)
+            print("boom", file=sys.stderr); sys.exit(int(sys.argv[2]))
         summary = {"argv": sys.argv[1:],
                    "aws": {k: v for k, v in os.environ.items() if k.startswith("AWS_")}}
         open(os.environ["SYNTHFACTORY_RESULT_FILE"], "w").write(json.dumps(summary))
@@ -43,9 +43,20 @@ def test_summary_becomes_the_return_value(fake_worker):
     assert summary["argv"] == ["crawl", "--out", "x"]
 
 
-def test_non_zero_exit_fails_the_task(fake_worker):
-    task = LocalStepOperator(task_id="t", arguments=["fail"], worker_bin=str(fake_worker))
-    with pytest.raises(StepFailed, match="exited with code 3"):
+def test_non_zero_exit_fails_the_task_and_may_be_retried(fake_worker):
+    task = LocalStepOperator(task_id="t", arguments=["fail", "1"], worker_bin=str(fake_worker))
+    with pytest.raises(StepFailed, match="exited with code 1"):
+        task.execute(context={"outlet_events": _Events()})
+
+
+@pytest.mark.parametrize("code", [2, 3])
+def test_bad_input_exit_codes_fail_without_retries(fake_worker, code):
+    """2 (bad option) and 3 (PermanentError): the same argv would fail the same way."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    task = LocalStepOperator(task_id="t", arguments=["fail", str(code)],
+                             worker_bin=str(fake_worker))
+    with pytest.raises(AirflowFailException, match=f"exit code {code}: bad input, not retried"):
         task.execute(context={"outlet_events": _Events()})
 
 

@@ -5,7 +5,6 @@ TestClient. The page's figures must be report.json's."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -184,7 +183,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def s3_run(engine_run):
-    """The finished run uploaded to a moto S3 server, and the endpoint environment."""
+    """The finished run uploaded to a moto S3 server, minus its report.json (in progress)."""
     from moto.server import ThreadedMotoServer
 
     port = _free_port()
@@ -192,25 +191,21 @@ def s3_run(engine_run):
     server.start()
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     try:
-        s3 = run_files._s3()
-        s3.create_bucket(Bucket="runs")
-        prefix = "data/synthetic_rephrase/2026-01-02"
-        for path in engine_run.rglob("*"):
-            if path.is_file():
-                s3.put_object(Bucket="runs", Key=f"{prefix}/{path.relative_to(engine_run)}",
-                              Body=path.read_bytes())
-        s3.delete_object(Bucket="runs", Key=f"{prefix}/report/report.json")  # in progress
-        yield f"s3://runs/{prefix}", engine_run
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            s3 = run_files._s3()
+            s3.create_bucket(Bucket="runs")
+            prefix = "data/synthetic_rephrase/2026-01-02"
+            for path in engine_run.rglob("*"):
+                if path.is_file():
+                    s3.put_object(Bucket="runs", Body=path.read_bytes(),
+                                  Key=f"{prefix}/{path.relative_to(engine_run)}")
+            s3.delete_object(Bucket="runs", Key=f"{prefix}/report/report.json")
+            yield f"s3://runs/{prefix}", engine_run
     finally:
         server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def test_s3_run_folder(s3_run):

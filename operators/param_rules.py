@@ -1,0 +1,55 @@
+"""Rules between the trigger form's fields, checked by the run's first task.
+
+JSON schema checks each Param alone (the form refuses a bad one before a run exists);
+these rules span fields, or look at the run's conf itself, which the schema lets
+through. Plain Python: no engine import, so ``check_params`` costs a second, not a
+Spark or vLLM start.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
+             known: Iterable[str]) -> list[str]:
+    """One line per broken rule, each naming the field(s); empty when all hold."""
+    known = sorted(known)
+    found: list[str] = []
+    for key in sorted(set(conf) - set(known)):
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        found.append(f"conf key {key!r}: not a Param of this DAG{hint}; it would be ignored")
+    templates = params.get("templates") or []
+    chosen = len(set(templates))
+    if params.get("styles_per_doc", 1) > chosen:
+        found.append(
+            f"styles_per_doc={params['styles_per_doc']}: more than the {chosen} template(s) "
+            f"chosen in templates={list(templates)}"
+        )
+    if params.get("shard_tokens", 0) < params.get("max_model_len", 0):
+        found.append(
+            f"shard_tokens={params['shard_tokens']}: below max_model_len="
+            f"{params['max_model_len']}; one prompt plus its output would not fit in a shard"
+        )
+    return found
+
+
+def check_params_task(known: Iterable[str]):
+    """The DAG's first task: fail the run at once, naming the field, when a rule between
+    fields breaks. AirflowFailException: a retry with the same conf cannot pass."""
+    from airflow.sdk import task
+    from airflow.sdk.exceptions import AirflowFailException
+
+    names = sorted(known)
+
+    @task(task_id="check_params", retries=0)
+    def check_params(params=None, dag_run=None) -> dict:
+        found = problems(params or {}, (dag_run.conf if dag_run else None) or {}, names)
+        if found:
+            raise AirflowFailException("the run's Params break a rule: " + "; ".join(found))
+        return {"checked": names}
+
+    return check_params()

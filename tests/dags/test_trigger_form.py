@@ -1,0 +1,98 @@
+"""The trigger form as a new user meets it: Params in sections, each described,
+`templates` a multi-select of the shipped styles, URLs that must be URLs, and rules
+between fields checked by the run's first task before any work starts."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT
+
+from operators.param_rules import problems
+
+SECTIONS = ["Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test"]
+SHIPPED_STYLES = sorted(p.stem for p in (ROOT / "synthfactory" / "templates").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags")).dags["synthetic_rephrase"]
+
+
+def _schemas(dag) -> dict[str, dict]:
+    return {name: dag.params.get_param(name).schema for name in dag.params}
+
+
+def test_every_param_sits_in_a_section_and_is_described(dag):
+    schemas = _schemas(dag)
+    for name, schema in schemas.items():
+        assert schema.get("section") in SECTIONS, name
+        assert len(dag.params.get_param(name).description or "") > 15, name
+    # the form shows sections in order of first appearance: the order a user fills them
+    first_seen = list(dict.fromkeys(s["section"] for s in schemas.values()))
+    assert first_seen == SECTIONS
+
+
+def test_templates_is_a_multi_select_of_the_shipped_styles(dag):
+    """Airflow's form renders an array with `examples` as a multi-select (a bare array
+    is a free-text box, one value per line)."""
+    schema = _schemas(dag)["templates"]
+    assert schema["type"] == "array"
+    assert sorted(schema["examples"]) == SHIPPED_STYLES and len(SHIPPED_STYLES) == 6
+    assert sorted(schema["items"]["enum"]) == SHIPPED_STYLES
+
+
+@pytest.mark.parametrize("name", ["source", "output_root", "warehouse"])
+@pytest.mark.parametrize(("value", "ok"), [
+    ("file:///data/corpus", True), ("s3://bucket/corpus", True),
+    ("var/corpus", False), ("/abs/path", False), ("gs://bucket/x", False), ("file://", False),
+])
+def test_locations_must_be_file_or_s3_urls(dag, name, value, ok):
+    from airflow.sdk import ParamsDict
+
+    params = ParamsDict(dag.params)
+    if ok:
+        params[name] = value
+        params.validate()
+    else:
+        with pytest.raises(Exception, match=name):
+            params[name] = value
+            params.validate()
+
+
+def test_check_params_runs_first_and_is_never_retried(dag):
+    check = dag.get_task("check_params")
+    assert check.upstream_task_ids == set()
+    assert "crawl_metadata" in check.downstream_task_ids
+    assert check.retries == 0
+    assert dag.get_task("crawl_metadata").upstream_task_ids == {"check_params"}
+
+
+def _defaults(dag) -> dict:
+    return {name: dag.params[name] for name in dag.params}
+
+
+def test_defaults_pass_the_rules(dag):
+    assert problems(_defaults(dag), {}, dag.params.keys()) == []
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"templates": ["qa", "faq"], "styles_per_doc": 3}, "styles_per_doc=3: more than the 2"),
+    ({"templates": ["qa", "qa"], "styles_per_doc": 2}, "styles_per_doc=2: more than the 1"),
+    ({"shard_tokens": 2048, "max_model_len": 4096}, "shard_tokens=2048: below max_model_len"),
+])
+def test_rules_between_fields_name_the_field(dag, change, named):
+    params = {**_defaults(dag), **change}
+    (problem,) = problems(params, change, dag.params.keys())
+    assert named in problem
+
+
+def test_an_unknown_conf_key_is_named_with_the_closest_param(dag):
+    conf = {"shard_token": 4096, "zzz": 1}
+    found = problems({**_defaults(dag), **conf}, conf, dag.params.keys())
+    assert found == [
+        "conf key 'shard_token': not a Param of this DAG (did you mean 'shard_tokens'?); "
+        "it would be ignored",
+        "conf key 'zzz': not a Param of this DAG; it would be ignored",
+    ]
