@@ -17,6 +17,8 @@ COPY --chown=50000:0 dags/ /opt/airflow/dags/
 COPY --chown=50000:0 operators/ /opt/synthfactory/operators/
 COPY --chown=50000:0 plugins/ /opt/airflow/plugins/
 COPY --chown=50000:0 plugins/ /opt/synthfactory/plugins/
+# the Airflow pools, imported by the Helm values' init container (deploy/airflow-values.yaml)
+COPY --chown=50000:0 deploy/pools.json /opt/synthfactory/deploy/pools.json
 
 ENV PYTHONPATH=/opt/synthfactory \
     SYNTHFACTORY_RUNNER=kubernetes \

@@ -123,6 +123,7 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str,
                    "synthfactory.io/pool": kind, **kueue["labels"]},
         "annotations": kueue["annotations"],
         "pod_group": kueue["pod_group"],
+        "priority_class_name": settings.priority_class or None,
         "container_resources": k8s.V1ResourceRequirements(
             requests=policy.requests, limits=policy.limits),
         "node_selector": dict(policy.node_selector),

@@ -48,6 +48,8 @@ class Settings:
     kueue_queue: str = field(default_factory=lambda: _env("SYNTHFACTORY_KUEUE_QUEUE", ""))
     kueue_admission_seconds: int = field(default_factory=lambda: _env_seconds(
         "SYNTHFACTORY_KUEUE_ADMISSION_SECONDS", 7200))
+    # kubernetes runner: the pods' PriorityClass (deploy/priorityclass.yaml); empty: none
+    priority_class: str = field(default_factory=lambda: _env("SYNTHFACTORY_PRIORITY_CLASS", ""))
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
