@@ -39,7 +39,7 @@ def so_far(run_url: str) -> dict:
         validation = run_files.read_json(run_files.join(run_url, "validation", f"{name}.json"))
         if commit is None:
             missing.append(f"generated/{name}/{COMMITTED}: not written "
-                           "(rephrase_shard is running or failed)")
+                           "(shard.rephrase is running or failed)")
         if validation is None:
             missing.append(f"validation/{name}.json: not written")
         shards.append(_shard(name, entry, commit or {}, validation or {}))

@@ -156,14 +156,14 @@ def _shard(layout: RunLayout, entry: dict, lengths: Lengths, missing: list[str])
                             for p in commit.get("quarantine_parts", [])]
     else:  # still running or failed: the checkpoint parts written so far
         missing.append(f"generated/{name}/{COMMITTED}: not written "
-                       "(rephrase_shard is running or failed)")
+                       "(shard.rephrase is running or failed)")
         parts, quarantine_parts = _parts(folder), _parts(quarantine_folder)
     output = _column(parts, "output_tokens")
     lengths.output += output
     reasons = Counter(reason_kind(r) for r in _column(quarantine_parts, "reason"))
     validation = _json_or_none(storage.join(layout.validation, f"{name}.json"))
     if validation is None:
-        missing.append(f"validation/{name}.json: not written (validate_shard has not finished)")
+        missing.append(f"validation/{name}.json: not written (shard.validate has not finished)")
     timings = (commit or {}).get("timings") or {}
     generation_s = timings.get("generation_s")
     out_tokens = sum(output)

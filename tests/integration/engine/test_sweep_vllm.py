@@ -103,7 +103,7 @@ def test_real_sweep_resume_and_the_winner_reaches_the_worker(tmp_path, monkeypat
     assert again["measured"] == 0 and again["skipped"] == 4 and again["failed"] == 1
     assert again["winner"]["engine_args"] == {"max_num_seqs": 6}
 
-    # the rephrase worker (what the DAG's rephrase_shard runs) starts its engine with it,
+    # the rephrase worker (what the DAG's shard.rephrase runs) starts its engine with it,
     # under --engine-args: built-in defaults < tuned file < command line
     assert _worker_engine_args(tmp_path, model, None, monkeypatch)["max_num_seqs"] == 6
     overridden = _worker_engine_args(tmp_path, model, '{"max_num_seqs": 3}', monkeypatch)

@@ -37,10 +37,10 @@ def rephrase_pod(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak-me")
     settings = Settings(runner="kubernetes")
     task = SynthfactoryPodOperator(
-        task_id="rephrase_shard",
+        task_id="shard.rephrase",
         arguments=["rephrase", "--shard", "s3://bucket/run/prompts/shard-00000.parquet",
                    "--out", "s3://bucket/run", "--checkpoint-rows", "64"],
-        **pod_operator_kwargs("gpu", settings, "rephrase_shard"),
+        **pod_operator_kwargs("gpu", settings, "rephrase"),
     )
     pod = task.build_pod_request_obj(context=None)
     return task, ApiClient().sanitize_for_serialization(pod)
@@ -66,7 +66,7 @@ def test_gpu_placement_and_resources(rephrase_pod):
     assert pod["spec"]["nodeSelector"] == {"synthfactory.io/pool": "gpu"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
         pod["spec"]["tolerations"]
-    assert pod["metadata"]["labels"]["synthfactory.io/step"] == "rephrase_shard"
+    assert pod["metadata"]["labels"]["synthfactory.io/step"] == "rephrase"
     assert container["command"] == ["synthfactory"]
     assert container["args"][:2] == ["rephrase", "--shard"]
 
