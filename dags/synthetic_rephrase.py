@@ -181,6 +181,8 @@ with DAG(
         cluster="kubernetes" if SETTINGS.runner == "kubernetes" else "local",
         namespace=SETTINGS.namespace,
         kubernetes_conn_id=SETTINGS.kubernetes_conn_id,
+        # CPU and GPU pools may live in two clusters: one poke reads both
+        pool_connections={kind: SETTINGS.kubernetes_conn_for(kind) for kind in ("gpu", "cpu")},
         poke_interval=30,
         timeout=6 * 3600,
         mode="reschedule",

@@ -37,6 +37,14 @@ class Settings:
     namespace: str = field(default_factory=lambda: _env("SYNTHFACTORY_NAMESPACE", "synthfactory"))
     kubernetes_conn_id: str = field(default_factory=lambda: _env(
         "SYNTHFACTORY_KUBERNETES_CONN_ID", "kubernetes_default"))
+    # one cluster per pool (CPU: Spark, validation; GPU: vLLM); empty: kubernetes_conn_id
+    cpu_kubernetes_conn_id: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_CPU_KUBERNETES_CONN_ID", ""))
+    gpu_kubernetes_conn_id: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_GPU_KUBERNETES_CONN_ID", ""))
+    # kubernetes runner: first retry delay of a pod step in seconds (0: the pool policy's)
+    retry_delay_seconds: int = field(default_factory=lambda: _env_seconds(
+        "SYNTHFACTORY_RETRY_DELAY_SECONDS", 0))
     secret_name: str = field(default_factory=lambda: _env(
         "SYNTHFACTORY_WORKER_SECRET", "synthfactory-worker-env"))
     # local runner: an Airflow AWS connection whose credentials steps receive (optional)
@@ -54,6 +62,13 @@ class Settings:
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
             raise ValueError(f"SYNTHFACTORY_RUNNER={self.runner!r}: expected one of {RUNNERS}")
+        for pool in ("cpu", "gpu"):
+            if not getattr(self, f"{pool}_kubernetes_conn_id"):
+                object.__setattr__(self, f"{pool}_kubernetes_conn_id", self.kubernetes_conn_id)
+
+    def kubernetes_conn_for(self, pool: str) -> str:
+        """The Kubernetes connection of the cluster that runs ``pool``'s (cpu|gpu) pods."""
+        return {"cpu": self.cpu_kubernetes_conn_id, "gpu": self.gpu_kubernetes_conn_id}[pool]
 
     def url(self, *parts: str) -> str:
         return "file://" + str(Path(self.home, *parts))

@@ -7,6 +7,7 @@ triggerer with exactly the check the sensor would have run.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -20,7 +21,7 @@ from plugins.capacity.fit import WaveFit, build_nodes, fit_wave
 from plugins.capacity.kueue import admission_labels, fit_cluster_queue, read_cluster_queue
 from plugins.capacity.pools import PoolSlots, open_slots
 from plugins.capacity.report import group_row, render_table
-from plugins.capacity.wave import parse_wave
+from plugins.capacity.wave import PodGroup, parse_wave
 
 CLUSTERS = ("local", "kubernetes")
 
@@ -46,6 +47,9 @@ class CapacityCheck:
     kueue_cluster_queue: str | None = None
     kueue_local_queue: str | None = None
     fail_when_impossible: bool | None = None
+    # pool -> Kubernetes connection of the cluster that runs that pool's pods; pools not
+    # listed are fitted on kubernetes_conn_id's cluster
+    pool_connections: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.cluster not in CLUSTERS:
@@ -73,6 +77,8 @@ class CapacityCheck:
             fit = fit_cluster_queue(groups, read_cluster_queue(client, self.kueue_cluster_queue))
             pod_labels = admission_labels(self.kueue_local_queue)
             source = f"kueue ClusterQueue {self.kueue_cluster_queue}"
+        elif snapshot is None and self.cluster == "kubernetes" and self.pool_connections:
+            fit, source = self._fit_across_clusters(groups)
         else:
             if snapshot is None:
                 snapshot = (local_snapshot() if self.cluster == "local"
@@ -92,9 +98,29 @@ class CapacityCheck:
         return CheckResult(fits=fits, never=self._never(fit), table=table,
                            xcom=_xcom(fit, pod_labels, self.namespace))
 
-    def _api_client(self) -> Any:
-        return kubernetes_api_client(self.kubernetes_conn_id, self.config_file,
+    def _api_client(self, conn_id: str | None = None) -> Any:
+        return kubernetes_api_client(conn_id or self.kubernetes_conn_id, self.config_file,
                                      self.cluster_context)
+
+    def _fit_across_clusters(self, groups: list[PodGroup]) -> tuple[WaveFit, str]:
+        """Each pool's groups on its own cluster's nodes, every cluster read in this one
+        check: the wave is admitted only when CPU and GPU capacity are free together."""
+        by_conn: dict[str | None, list[PodGroup]] = {}
+        for group in groups:
+            conn_id = (self.pool_connections or {}).get(group.pool) or self.kubernetes_conn_id
+            by_conn.setdefault(conn_id, []).append(group)
+        fits: list[WaveFit] = []
+        sources: list[str] = []
+        for conn_id, members in by_conn.items():
+            snapshot = kubernetes_snapshot(self._api_client(conn_id))
+            fits.append(fit_wave(members, build_nodes(snapshot.nodes, snapshot.pods)))
+            sources.append(f"{conn_id}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods")
+        order = {g.name: i for i, g in enumerate(groups)}  # names are unique in a wave
+        merged = WaveFit(
+            groups=sorted((g for f in fits for g in f.groups), key=lambda g: order[g.group.name]),
+            nodes=sum(f.nodes for f in fits),
+            blocked=sum((f.blocked for f in fits), Counter()))
+        return merged, "kubernetes " + "; ".join(sources)
 
     def _never(self, fit: WaveFit) -> str | None:
         impossible = fit.never_fits

@@ -30,6 +30,9 @@ class WaveCapacitySensor(BaseSensorOperator):
         default kubeconfig / in-cluster config.
     :param config_file: kubeconfig path, when no connection is used.
     :param cluster_context: kubeconfig context.
+    :param pool_connections: ``{pool: kubernetes_conn_id}`` when pools live in different
+        clusters (a CPU and a GPU cluster): one poke reads every cluster and the wave is
+        admitted only when each pool's pods fit its own cluster at once.
     :param airflow_pools: ``{pool: slots}`` the wave's tasks take; also wait for open slots,
         read through the REST API of ``airflow_api_conn_id``.
     :param kueue_cluster_queue: fit against this Kueue ClusterQueue's free quota instead of
@@ -59,6 +62,7 @@ class WaveCapacitySensor(BaseSensorOperator):
         kueue_cluster_queue: str | None = None,
         kueue_local_queue: str | None = None,
         fail_when_impossible: bool | None = None,
+        pool_connections: dict[str, str] | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -74,6 +78,7 @@ class WaveCapacitySensor(BaseSensorOperator):
         self.kueue_cluster_queue = kueue_cluster_queue
         self.kueue_local_queue = kueue_local_queue
         self.fail_when_impossible = fail_when_impossible
+        self.pool_connections = pool_connections
         self.deferrable = deferrable
         if isinstance(wave, list) and "{{" not in json.dumps(wave, default=str):
             self._check()  # a literal wave with a typo fails at DAG parse time, not at 3 a.m.
@@ -91,6 +96,7 @@ class WaveCapacitySensor(BaseSensorOperator):
             kueue_cluster_queue=self.kueue_cluster_queue,
             kueue_local_queue=self.kueue_local_queue,
             fail_when_impossible=self.fail_when_impossible,
+            pool_connections=self.pool_connections,
         )
 
     def poke(self, context: Context) -> PokeReturnValue:

@@ -1,0 +1,107 @@
+"""CPU and GPU pools in two clusters: each pool's pods launch through its own Kubernetes
+connection, and the wave sensor reads both clusters in one poke and admits the wave only
+when both fit. Two API doubles, one of them full."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client import models as k8s
+
+from operators.kubernetes import pod_operator_kwargs
+from operators.settings import Settings
+from plugins.capacity.sensor import WaveCapacitySensor
+from tests.kube_api import KubeApiDouble, node
+
+pytestmark = pytest.mark.kubernetes_e2e
+
+WAVE = [
+    {"pool": "gpu", "count": 1, "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+     "node_selector": {"synthfactory.io/pool": "gpu"},
+     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    {"pool": "cpu", "count": 2, "requests": {"cpu": "2", "memory": "4Gi"},
+     "node_selector": {"synthfactory.io/pool": "cpu"}},
+]
+BUSY = {"gpu": {"cpu": "1", "nvidia.com/gpu": "1"}, "cpu": {"cpu": "15", "memory": "1Gi"}}
+
+
+@pytest.fixture
+def clusters(tmp_path, monkeypatch):
+    doubles = {
+        "cpu": KubeApiDouble([node("cpu-a", {"synthfactory.io/pool": "cpu"}, "16", "64Gi")],
+                             tmp_path / "cpu", name="cpu", commands={"python": sys.executable}),
+        "gpu": KubeApiDouble([node("gpu-a", {"synthfactory.io/pool": "gpu"}, "32", "256Gi",
+                                   gpus=1)],
+                             tmp_path / "gpu", name="gpu", commands={"python": sys.executable}),
+    }
+    for pool, double in doubles.items():
+        double.start()
+        kubeconfig = double.kubeconfig(tmp_path / f"kubeconfig-{pool}")
+        monkeypatch.setenv(f"AIRFLOW_CONN_K8S_{pool.upper()}", json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+    yield doubles
+    for double in doubles.values():
+        double.stop()
+
+
+def occupy(double: KubeApiDouble, pool: str) -> client.CoreV1Api:
+    """A pod of another team that holds the pool's capacity until it is deleted."""
+    core = client.CoreV1Api(config.new_client_from_config(
+        str(double.kubeconfig(double.workdir / "kubeconfig"))))
+    core.create_namespaced_pod("other-team", k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="busy"),
+        spec=k8s.V1PodSpec(
+            node_selector={"synthfactory.io/pool": pool},
+            tolerations=[k8s.V1Toleration(key="nvidia.com/gpu", operator="Exists")],
+            containers=[k8s.V1Container(
+                name="base", image="other:1", command=["python", "-c", "import time; "
+                                                       "time.sleep(120)"],
+                resources=k8s.V1ResourceRequirements(requests=BUSY[pool]))])))
+    double.wait_for(lambda: double.pods[("other-team", "busy")].process, what="busy pod")
+    return core
+
+
+def sensor() -> WaveCapacitySensor:
+    return WaveCapacitySensor(task_id="wait_for_capacity", wave=WAVE, cluster="kubernetes",
+                              namespace="synth", kubernetes_conn_id="k8s_cpu",
+                              pool_connections={"gpu": "k8s_gpu", "cpu": "k8s_cpu"},
+                              poke_interval=0.1, timeout=10)
+
+
+@pytest.mark.parametrize("full", ["gpu", "cpu"])
+def test_the_wave_waits_while_either_cluster_is_full(clusters, full):
+    core = occupy(clusters[full], full)
+    task = sensor()
+    result = task._check().run()
+    assert not result.fits
+    # one check read both clusters
+    assert "k8s_cpu: 1 nodes" in result.table and "k8s_gpu: 1 nodes" in result.table
+    assert not task.poke({}).is_done
+    core.delete_namespaced_pod("busy", "other-team")
+    done = task.poke({})
+    assert done.is_done
+    assert done.xcom_value["placements"] == {"gpu": {"gpu-a": 1}, "cpu": {"cpu-a": 2}}
+
+
+def test_a_gpu_wave_checked_against_the_cpu_cluster_alone_never_fits(clusters):
+    one_cluster = WaveCapacitySensor(task_id="w", wave=WAVE, cluster="kubernetes",
+                                     kubernetes_conn_id="k8s_cpu", fail_when_impossible=True,
+                                     poke_interval=0.1, timeout=5)
+    result = one_cluster._check().run()
+    assert not result.fits and result.never and "gpu" in result.never
+
+
+def test_each_pool_launches_through_its_own_connection(monkeypatch):
+    monkeypatch.setenv("SYNTHFACTORY_KUBERNETES_CONN_ID", "k8s_main")
+    monkeypatch.delenv("SYNTHFACTORY_CPU_KUBERNETES_CONN_ID", raising=False)
+    monkeypatch.setenv("SYNTHFACTORY_GPU_KUBERNETES_CONN_ID", "k8s_gpu")
+    settings = Settings(runner="kubernetes")
+    assert pod_operator_kwargs("gpu", settings, "rephrase_shard")["kubernetes_conn_id"] == \
+        "k8s_gpu"
+    assert pod_operator_kwargs("cpu", settings, "validate_shard")["kubernetes_conn_id"] == \
+        "k8s_main"  # unset: the single connection of before
+    monkeypatch.delenv("SYNTHFACTORY_GPU_KUBERNETES_CONN_ID")
+    assert Settings(runner="kubernetes").kubernetes_conn_for("gpu") == "k8s_main"
