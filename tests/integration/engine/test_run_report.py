@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from catalog_fixtures import build_run
+from conftest_crawl import crawl_s3  # noqa: F401 (a fixture)
 
 from synthfactory import cli, storage
 from synthfactory.report import command
@@ -148,3 +149,15 @@ def test_bad_price_is_one_clear_line(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("synthfactory report: error: $SYNTHFACTORY_GPU_HOUR_USD='cheap': "
                        "expected a price in USD >= 0")
+
+
+def test_run_on_s3_gets_its_report_on_s3(crawl_s3):  # noqa: F811 (the fixture)
+    crawl_s3.create_bucket("lake")
+    run = build_run("s3://lake/runs", shard_rows=(4, 3), quarantined=1)
+    _manifest(run)
+    report = _report(run.run_url)
+    assert report["complete"] is True
+    assert report["rephrase"]["rows_generated"] == len(run.generated) == 5
+    listed = storage.list_files(storage.join(run.run_url, "report"))
+    assert sorted(u.rsplit("/", 1)[-1] for u in listed) == sorted(
+        ["report.json", *report["figures"].values()])
