@@ -11,29 +11,15 @@ from datetime import timedelta
 
 import kubernetes_validate
 import pytest
-from kubernetes.client import ApiClient
+from dag_pods import built_pod, offline_kube
 
 from operators.kubernetes import GPU_POLICY, SynthfactoryPodOperator, pod_operator_kwargs
 from operators.pod_security import SCRATCH_ENV
 from operators.settings import Settings
 
-KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: offline, cluster: {server: "https://127.0.0.1:6443"}}]
-users: [{name: offline, user: {token: not-a-secret}}]
-contexts: [{name: offline, context: {cluster: offline, user: offline}}]
-current-context: offline
-"""
-
 
 @pytest.fixture
 def rephrase_pod(tmp_path, monkeypatch):
-    config = tmp_path / "kubeconfig"
-    config.write_text(KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(config))
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(config)}}))
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak-me")
     settings = Settings(runner="kubernetes")
     task = SynthfactoryPodOperator(
@@ -42,8 +28,8 @@ def rephrase_pod(tmp_path, monkeypatch):
                    "--out", "s3://bucket/run", "--checkpoint-rows", "64"],
         **pod_operator_kwargs("gpu", settings, "rephrase"),
     )
-    pod = task.build_pod_request_obj(context=None)
-    return task, ApiClient().sanitize_for_serialization(pod)
+    with offline_kube(tmp_path):
+        yield task, built_pod(task)
 
 
 def test_pod_is_valid_in_strict_mode(rephrase_pod):
