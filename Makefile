@@ -7,9 +7,13 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 HOME_DIR := $(abspath .)
 AIRFLOW := .venv/bin/airflow
 WORKER := .venv-worker/bin/synthfactory
-DEMO_DATE ?= 2026-11-29
-# A daily run's logical date is the end of its data interval: the run that reads
-# dt=$(DEMO_DATE) is the one after it (docs/adr/0005).
+# The demo corpus ends yesterday (UTC): the day a daily run triggered today reads, from
+# `make demo` or from the UI's Trigger button with the defaults, on any date.
+DEMO_DATE ?= $(shell date -u -d yesterday +%F)
+# A manual run covers the last whole day before its logical date: the run that reads
+# dt=$(DEMO_DATE) has a logical date on the day after (docs/adr/0005). `dags test` also
+# makes the logical date the run's start, so it takes the current time of day: a
+# midnight logical date showed a demo run at 13:00 as a 13-hour run in the UI.
 RUN_AFTER = $(shell date -u -d "$(DEMO_DATE) + 1 day" +%F)
 
 export SYNTHFACTORY_HOME := $(HOME_DIR)
@@ -19,8 +23,14 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(HOME_DIR)/plugins
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export RAY_AUTH_MODE := disabled
+# Airflow's defaults start 32 LocalExecutor task workers; run at most one task per core
+# (each local step is a Spark, vLLM or torch process of its own), parse with one process.
+CORES := $(shell nproc)
+export AIRFLOW__CORE__PARALLELISM ?= $(CORES)
+export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
+export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
-.PHONY: setup demo test lint corpus model clean-demo standalone
+.PHONY: setup demo test lint corpus model clean-demo standalone browser
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
@@ -59,7 +69,7 @@ $(AIRFLOW_HOME)/airflow.db: .venv/.ok
 
 demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 	@start=$$(date +%s); \
-	$(AIRFLOW) dags test synthetic_rephrase $(RUN_AFTER)T00:00:00+00:00 > var/demo-dag.log 2>&1 \
+	$(AIRFLOW) dags test synthetic_rephrase $(RUN_AFTER)T$$(date -u +%T)+00:00 > var/demo-dag.log 2>&1 \
 	  || { tail -n 60 var/demo-dag.log; echo "DAG run failed: see var/demo-dag.log"; exit 1; }; \
 	.venv-worker/bin/python -m synthfactory.demo_summary \
 	  --run file://$(HOME_DIR)/var/data/synthetic_rephrase/$(DEMO_DATE) \
@@ -67,11 +77,19 @@ demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 	  --warehouse file://$(HOME_DIR)/var/warehouse --table synthetic.rephrased \
 	  --wall-seconds $$(( $$(date +%s) - start ))
 
-standalone: setup $(AIRFLOW_HOME)/airflow.db
+# corpus: partitions up to yesterday, so "Trigger" with the defaults finds its day.
+standalone: setup corpus $(AIRFLOW_HOME)/airflow.db
 	PATH="$(HOME_DIR)/.venv/bin:$$PATH" $(AIRFLOW) standalone  # it starts `airflow ...` from PATH
 
-test: setup
+test: setup browser
 	bash scripts/test.sh
+
+# The browser test (tests/integration/airflow/test_ui_browser.py) drives Debian's
+# Chromium through Playwright; Playwright's own browser download is never used.
+browser: /usr/bin/chromium
+/usr/bin/chromium:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 lint: .venv/.ok
 	.venv/bin/ruff check .
