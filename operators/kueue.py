@@ -22,8 +22,9 @@ def pod_group_name(dag_id: str, run_id: str, wave: str) -> str:
     """A valid label value (and Workload name), the same for every pod and retry of one
     wave of one run, different for any other run or wave; run ids may hold ':' and '+'."""
     digest = hashlib.sha256(f"{dag_id}\0{run_id}\0{wave}".encode()).hexdigest()[:20]
-    prefix = "".join(c if c.isalnum() else "-" for c in f"{dag_id}-{wave}".lower())[:40]
-    return f"{prefix.strip('-')}-{digest}"
+    prefix = "".join(c if c.isascii() and c.isalnum() else "-"
+                     for c in f"{dag_id}-{wave}".lower())[:40].strip("-")
+    return f"{prefix or 'wave'}-{digest}"
 
 
 def kueue_pod_kwargs(queue: str, step: str, gang_size: str | None) -> dict[str, Any]:
