@@ -12,7 +12,14 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 
 from operators.param_rules import check_params_task
 from operators.settings import Settings
-from operators.steps import step_kwargs, step_operator_class, wave_count, wave_requests
+from operators.steps import (
+    catalog_arguments,
+    catalog_kwargs,
+    step_kwargs,
+    step_operator_class,
+    wave_count,
+    wave_requests,
+)
 from plugins.capacity.sensor import WaveCapacitySensor
 
 SETTINGS = Settings()
@@ -66,6 +73,9 @@ DATA, PROMPTS, MODEL, CATALOG, SMOKE = (
     "Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test")
 STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq")  # synthfactory/templates
 URL_PATTERN = r"^(file|s3)://\S+$"  # a bare path would resolve against the worker's cwd
+# A URI with a password (user:pw@ or ?password=) is refused before the run exists: the
+# run's conf is stored and shown; passwords travel through catalog_conn_id (ADR 0070).
+NO_PASSWORD_PATTERN = r"^(?![^:/?#]+://[^/?#@]*:[^/?#@]+@)(?!.*[?&](password|passwd|pwd)=[^&])"
 
 params = {
     "source": Param(SETTINGS.url("var", "corpus"), type="string", pattern=URL_PATTERN,
@@ -115,9 +125,20 @@ params = {
                    minLength=1, section=MODEL, description="model folder (or name) for vLLM"),
     "engine_args": Param({}, type="object", section=MODEL,
                          description="vllm.LLM arguments over the tuned defaults"),
-    "catalog_uri": Param(f"sqlite:///{SETTINGS.home}/var/catalog/catalog.db", type="string",
-                         section=CATALOG,
-                         description="pyiceberg SQL catalog URI"),
+    # On Kubernetes the worker Secret's SYNTHFACTORY_CATALOG_URI is the default catalog.
+    "catalog_uri": Param("" if SETTINGS.runner == "kubernetes"
+                         else f"sqlite:///{SETTINGS.home}/var/catalog/catalog.db",
+                         type="string", section=CATALOG, pattern=NO_PASSWORD_PATTERN,
+                         description="pyiceberg SQL catalog URI without a password (SQLite); "
+                                     "a database with a password: catalog_conn_id"),
+    # null allowed: the trigger form sends an emptied text field as null, and refuses
+    # a string Param without it as "required"
+    "catalog_conn_id": Param(SETTINGS.catalog_conn_id or None, type=["null", "string"],
+                             section=CATALOG,
+                             description="Airflow connection of the catalog database (e.g. "
+                                         "postgres); when set it replaces catalog_uri and "
+                                         "reaches the step as environment, never argv. "
+                                         "Kubernetes: the worker Secret instead"),
     "warehouse": Param(SETTINGS.url("var", "warehouse"), type="string", pattern=URL_PATTERN,
                        section=CATALOG,
                        description="where the table's data files are written (file://... "
@@ -191,14 +212,13 @@ with DAG(
     register = Step(
         task_id="register_catalog",
         arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
-                   "--catalog-uri", "{{ params.catalog_uri }}",
-                   "--warehouse", "{{ params.warehouse }}",
+                   *catalog_arguments(),
                    "--pipeline", "synthetic_rephrase",
                    "--interval", "{{ data_interval_start.isoformat() }}/"
                                  "{{ data_interval_end.isoformat() }}",
                    "--airflow-run-id", "{{ run_id }}"],
         outlets=[CATALOG_ASSET],
-        **step_kwargs("cpu", SETTINGS, "register_catalog"),
+        **step_kwargs("cpu", SETTINGS, "register_catalog"), **catalog_kwargs(SETTINGS),
     )
     smoke = Step(
         task_id="smoke_test_training",

@@ -1,4 +1,9 @@
-"""The ``local`` runner: a step's argv as a subprocess of the worker environment."""
+"""The ``local`` runner: a step's argv as a subprocess of the worker environment.
+
+The subprocess gets an allowlisted environment (operators/step_env.py), plus the
+credentials of the step's AWS and catalog connections as variables: never on argv,
+which is logged, rendered in the UI and readable by every process.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from airflow.sdk import BaseOperator
 
 from operators.exit_codes import fail_without_retry_on
 from operators.results import attach_to_outlets
+from operators.step_env import step_environment
 
 RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # the engine's synthfactory.result contract
 
@@ -27,17 +33,18 @@ class LocalStepOperator(BaseOperator):
     """Run ``synthfactory ARGUMENTS...`` from the worker venv; the step's summary JSON
     is the task's XCom. The pod in the kubernetes runner runs the very same argv."""
 
-    template_fields: Sequence[str] = ("arguments", "env_vars")
+    template_fields: Sequence[str] = ("arguments", "env_vars", "catalog_conn_id")
     ui_color = "#e8f4ea"
 
     def __init__(self, *, arguments: list[str], worker_bin: str,
                  env_vars: dict[str, str] | None = None, aws_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 catalog_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.arguments = arguments
         self.worker_bin = worker_bin
         self.env_vars = env_vars or {}
         self.aws_conn_id = aws_conn_id
+        self.catalog_conn_id = catalog_conn_id  # templated: "" means none
         self._process: subprocess.Popen | None = None
 
     def execute(self, context: Any) -> dict | None:
@@ -46,8 +53,8 @@ class LocalStepOperator(BaseOperator):
             raise StepFailed(f"{self.worker_bin}: worker environment missing (run `make setup`)")
         with tempfile.TemporaryDirectory(prefix="synthfactory-step-") as tmp:
             result_file = Path(tmp) / "result.json"
-            env = {**os.environ, **self._aws_env(), **self.env_vars,
-                   RESULT_FILE_ENV: str(result_file)}
+            env = {**step_environment(os.environ), **self._aws_env(), **self._catalog_env(),
+                   **self.env_vars, RESULT_FILE_ENV: str(result_file)}
             self.log.info("running %s", " ".join(argv))
             self._process = subprocess.Popen(
                 argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -70,6 +77,13 @@ class LocalStepOperator(BaseOperator):
         from operators.aws_env import aws_environment
 
         return aws_environment(self.aws_conn_id)
+
+    def _catalog_env(self) -> dict[str, str]:
+        if not self.catalog_conn_id:
+            return {}
+        from operators.catalog_env import catalog_environment
+
+        return catalog_environment(self.catalog_conn_id)
 
     def on_kill(self) -> None:
         if self._process and self._process.poll() is None:

@@ -49,6 +49,8 @@ class Settings:
         "SYNTHFACTORY_WORKER_SECRET", "synthfactory-worker-env"))
     # local runner: an Airflow AWS connection whose credentials steps receive (optional)
     aws_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_AWS_CONN_ID", ""))
+    # the catalog database's Airflow connection: the default of the DAG's catalog_conn_id
+    catalog_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_CATALOG_CONN_ID", ""))
     gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
     cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
     # kubernetes runner: a Kueue LocalQueue for every pod (empty: no Kueue), and how long

@@ -38,6 +38,25 @@ def step_kwargs(kind: str, settings: Settings, step: str,
     }
 
 
+# The catalog URI goes on argv only when it is not a connection's (which has a password):
+# then the engine reads $SYNTHFACTORY_CATALOG_URI, set from the connection by the local
+# runner, or by the worker Secret (envFrom) on Kubernetes. docs/adr/0070.
+CATALOG_URI_ARGUMENT = "{{ '' if params.catalog_conn_id else params.catalog_uri }}"
+
+
+def catalog_arguments() -> list[str]:
+    """``--catalog-uri``/``--warehouse`` of the steps that open the catalog."""
+    return ["--catalog-uri", CATALOG_URI_ARGUMENT, "--warehouse", "{{ params.warehouse }}"]
+
+
+def catalog_kwargs(settings: Settings) -> dict[str, Any]:
+    """The local runner resolves the catalog connection when the step starts; a pod
+    gets the URI from its Secret instead, so nothing secret is in its spec."""
+    if settings.runner == "kubernetes":
+        return {}
+    return {"catalog_conn_id": "{{ params.catalog_conn_id or '' }}"}  # null: none
+
+
 def wave_count(settings: Settings, groups_template: str) -> str:
     """How many pods of each kind the wave holds: every shard group on Kubernetes; on
     one machine the local runner runs one worker process of a kind at a time."""

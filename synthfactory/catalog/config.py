@@ -1,30 +1,40 @@
 """Which Iceberg catalog a name means.
 
 Order, last wins: pyiceberg's own configuration for the name (``.pyiceberg.yaml``,
-``PYICEBERG_CATALOG__NAME__URI`` ...), then ``--catalog-uri`` / ``--warehouse``. A name
-nothing configures gets the embedded default: a SQLite SQL catalog under
-``$SYNTHFACTORY_HOME/var`` (SYNTHFACTORY_HOME defaults to the current directory).
+``PYICEBERG_CATALOG__NAME__URI`` ...), then ``$SYNTHFACTORY_CATALOG_URI``, then
+``--catalog-uri`` / ``--warehouse``. A name nothing configures gets the embedded default:
+a SQLite SQL catalog under ``$SYNTHFACTORY_HOME/var`` (SYNTHFACTORY_HOME defaults to the
+current directory).
+
+A URI holding a password is refused on the command line: argv is readable by every
+process of the machine and is copied into Airflow's rendered fields and pod specs. It
+travels as ``$SYNTHFACTORY_CATALOG_URI`` instead (docs/adr/0070).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError, SynthfactoryError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CATALOG_NAME = "synthfactory"
+CATALOG_URI_ENV = "SYNTHFACTORY_CATALOG_URI"  # set by Airflow's catalog connection or a Secret
 
 
 @dataclass(frozen=True)
 class CatalogSettings:
     name: str
     properties: dict[str, str] = field(default_factory=dict)
-    source: str = "embedded default"  # or "pyiceberg config", "flags", "pyiceberg config + flags"
+    # "embedded default", "pyiceberg config", "flags", "environment" or "... + ..." of them
+    source: str = "embedded default"
 
     @property
     def uri(self) -> str | None:
@@ -53,13 +63,42 @@ def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--catalog-uri",
         help="overrides the configured URI, e.g. sqlite:////abs/catalog.db or "
-        "postgresql+psycopg2://user@host:5432/db",
+        f"postgresql+psycopg2://user@host:5432/db; one with a password goes in ${CATALOG_URI_ENV}",
     )
     parser.add_argument("--warehouse", help="overrides the configured warehouse (file:// or s3://)")
 
 
 def settings_from_args(args: argparse.Namespace) -> CatalogSettings:
-    return resolve_catalog(args.catalog, uri=args.catalog_uri, warehouse=args.warehouse)
+    """``--catalog-uri`` (never with a password) or, when absent or empty,
+    ``$SYNTHFACTORY_CATALOG_URI``; then pyiceberg's configuration and the default."""
+    if args.catalog_uri:
+        refuse_password_on_argv(args.catalog_uri)
+        if os.environ.get(CATALOG_URI_ENV):
+            log.warning("--catalog-uri given: $%s is ignored", CATALOG_URI_ENV)
+        return resolve_catalog(args.catalog, uri=args.catalog_uri, warehouse=args.warehouse)
+    return resolve_catalog(
+        args.catalog,
+        uri=os.environ.get(CATALOG_URI_ENV) or None,
+        warehouse=args.warehouse,
+        uri_source="environment",
+    )
+
+
+def has_password(uri: str) -> bool:
+    """A password in the userinfo (``user:pw@host``) or in the query (``?password=``)."""
+    parts = urlsplit(uri)
+    query = {k.lower() for k, v in parse_qsl(parts.query) if v}
+    return bool(parts.password) or bool(query & {"password", "passwd", "pwd"})
+
+
+def refuse_password_on_argv(uri: str) -> None:
+    if has_password(uri):
+        raise PermanentError(
+            f"--catalog-uri {redact_uri(uri)}: a password on the command line is readable by "
+            f"every process (and Airflow keeps argv in rendered fields and pod specs); pass "
+            f"the URI as ${CATALOG_URI_ENV} (in Airflow: the catalog_conn_id connection, or "
+            "the worker Secret on Kubernetes)"
+        )
 
 
 def synthfactory_home() -> str:
@@ -67,7 +106,7 @@ def synthfactory_home() -> str:
 
 
 def resolve_catalog(
-    name: str, uri: str | None = None, warehouse: str | None = None
+    name: str, uri: str | None = None, warehouse: str | None = None, uri_source: str = "flags"
 ) -> CatalogSettings:
     from pyiceberg.utils.config import Config
 
@@ -83,14 +122,11 @@ def resolve_catalog(
         properties["uri"] = f"sqlite:///{home}/var/catalog/catalog.db"
     if "warehouse" not in properties and _is_sql(properties):
         properties["warehouse"] = "file://" + os.path.join(home, "var", "warehouse")
-    if configured and (uri or warehouse):
-        source = "pyiceberg config + flags"
-    elif configured:
-        source = "pyiceberg config"
-    elif uri or warehouse:
-        source = "flags"
-    else:
-        source = "embedded default"
+    given = [uri_source] if uri else []
+    if warehouse and "flags" not in given:
+        given.append("flags")
+    source = " + ".join((["pyiceberg config"] if configured else []) + given)
+    source = source or "embedded default"
     return CatalogSettings(name=name, properties=properties, source=source)
 
 
@@ -131,6 +167,24 @@ def open_catalog(settings: CatalogSettings):
         raise SynthfactoryError(
             f"catalog {settings.name!r} ({where}): cannot open ({exc})"
         ) from exc
+    except Exception as exc:
+        if not _is_database_error(exc):
+            raise
+        # Down, refused, unknown database, bad credentials: say which catalog, in one line
+        # (the driver's first line; SQLAlchemy appends SQL and a link on the next ones).
+        where = redact_uri(uri) if uri else "its configuration"
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise SynthfactoryError(
+            f"catalog {settings.name!r} ({where}): cannot reach the catalog database ({reason})"
+        ) from exc
+
+
+def _is_database_error(exc: Exception) -> bool:
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # no SQL catalog support installed: not a database error
+        return False
+    return isinstance(exc, SQLAlchemyError)
 
 
 def close_catalog(catalog) -> None:
@@ -143,7 +197,12 @@ def close_catalog(catalog) -> None:
 def redact_uri(uri: str) -> str:
     """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``."""
     parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    if has_password(uri):
+        query = "&".join(
+            f"{k}=***" if k.lower() in ("password", "passwd", "pwd") else f"{k}={v}"
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        )
+        parts = parts._replace(query=query)
+    return urlunsplit(parts)

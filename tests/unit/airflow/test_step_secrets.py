@@ -1,0 +1,98 @@
+"""What a local step inherits: an allowlisted environment, the catalog connection's URI as
+a variable (never argv), and the connection's password masked in the task log."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from operators.catalog_env import CatalogConnectionError, sqlalchemy_uri
+from operators.local import LocalStepOperator
+
+CANARY = "canary-5c1e0b"
+
+
+@pytest.fixture
+def env_dumping_worker(tmp_path) -> Path:
+    """A stand-in console script whose summary is its argv and its whole environment."""
+    script = tmp_path / "synthfactory"
+    script.write_text(textwrap.dedent("""\
+        #!/usr/bin/env python3
+        import json, os, sys
+        summary = {"argv": sys.argv[1:], "env": dict(os.environ)}
+        open(os.environ["SYNTHFACTORY_RESULT_FILE"], "w").write(json.dumps(summary))
+    """))
+    script.chmod(0o755)
+    return script
+
+
+class _Events(dict):
+    def __missing__(self, key):
+        self[key] = type("Event", (), {"extra": {}})()
+        return self[key]
+
+
+def _run(task: LocalStepOperator) -> dict:
+    return task.execute(context={"outlet_events": _Events()})
+
+
+def test_the_worker_environment_does_not_reach_the_step(env_dumping_worker, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"postgresql://a:{CANARY}@db/af")
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", CANARY)
+    monkeypatch.setenv("SOME_DEPLOYMENT_TOKEN", CANARY)
+    monkeypatch.setenv("PYTHONPATH", "/airflow/dags")
+    for name, value in {"SYNTHFACTORY_HOME": "/sf", "HF_HOME": "/hf", "VLLM_CPU_KVCACHE_SPACE": "2",
+                        "JAVA_HOME": "/jvm", "LC_ALL": "C.UTF-8", "AWS_REGION": "eu-west-1",
+                        "RAY_AUTH_MODE": "disabled", "TMPDIR": "/scratch"}.items():
+        monkeypatch.setenv(name, value)
+    task = LocalStepOperator(task_id="t", arguments=["crawl"], worker_bin=str(env_dumping_worker),
+                             env_vars={"SYNTHFACTORY_STEP_OWN": "1"})
+    env = _run(task)["env"]
+    assert CANARY not in json.dumps(env)
+    assert not [name for name in env if name.startswith("AIRFLOW")]
+    assert "PYTHONPATH" not in env
+    for name in ("PATH", "HOME", "SYNTHFACTORY_HOME", "HF_HOME", "VLLM_CPU_KVCACHE_SPACE",
+                 "JAVA_HOME", "LC_ALL", "AWS_REGION", "RAY_AUTH_MODE", "TMPDIR",
+                 "SYNTHFACTORY_STEP_OWN", "SYNTHFACTORY_RESULT_FILE"):
+        assert name in env, name
+
+
+def test_the_catalog_connection_arrives_as_environment_and_is_masked(env_dumping_worker,
+                                                                    monkeypatch):
+    from airflow.sdk._shared.secrets_masker import redact
+
+    password = f"{CANARY}/p@ss:w"  # characters a URL must quote
+    monkeypatch.setenv("AIRFLOW_CONN_SF_CATALOG", json.dumps({
+        "conn_type": "postgres", "host": "127.0.0.1", "port": 5432, "login": "sf",
+        "password": password, "schema": "catalog", "extra": {"sslmode": "prefer"}}))
+    task = LocalStepOperator(task_id="register_catalog",
+                             arguments=["register", "--catalog-uri", ""],
+                             worker_bin=str(env_dumping_worker), catalog_conn_id="sf_catalog")
+    summary = _run(task)
+    uri = urlsplit(summary["env"]["SYNTHFACTORY_CATALOG_URI"])
+    assert (uri.scheme, uri.username, unquote(uri.password), uri.hostname, uri.port, uri.path,
+            uri.query) == ("postgresql+psycopg2", "sf", password, "127.0.0.1", 5432, "/catalog",
+                           "sslmode=prefer")
+    assert CANARY not in " ".join(summary["argv"])
+    assert CANARY not in str(redact(f"connecting with {password} and {uri.password}"))
+
+
+def test_an_empty_connection_id_means_none(env_dumping_worker):
+    task = LocalStepOperator(task_id="t", arguments=["register"],
+                             worker_bin=str(env_dumping_worker), catalog_conn_id="")
+    assert "SYNTHFACTORY_CATALOG_URI" not in _run(task)["env"]
+
+
+def test_a_connection_that_is_not_a_sql_database_is_named():
+    with pytest.raises(CatalogConnectionError, match="'http': not a SQL catalog database"):
+        sqlalchemy_uri("http", "example.com", None, None, None, None, {})
+
+
+def test_the_scheme_can_be_chosen_in_the_extra():
+    assert sqlalchemy_uri("postgres", "db", None, "sf", None, "cat",
+                          {"sqlalchemy_scheme": "postgresql+psycopg"}) == (
+        "postgresql+psycopg://sf@db/cat")
