@@ -289,6 +289,11 @@ def test_helm_values_set_only_settings_the_package_reads():
 
 def test_helm_values_take_connections_from_the_secret_template():
     (secret,) = find("Secret", "synthfactory-airflow-connections")
+    # every connection the settings name comes from the Secret
+    env = values_env()
+    conn_ids = {env[n] for n in env if n.endswith("KUBERNETES_CONN_ID")}
+    assert {f"AIRFLOW_CONN_{c.upper()}" for c in conn_ids} == {
+        e["envName"] for e in values()["secret"]}
     for entry in values()["secret"]:
         assert entry["secretName"] == "synthfactory-airflow-connections"
         assert entry["secretKey"] in secret["stringData"]
