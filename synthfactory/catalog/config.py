@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -84,11 +85,15 @@ def settings_from_args(args: argparse.Namespace) -> CatalogSettings:
     )
 
 
+# ``[scheme://]user:password@``: also without a scheme, which urlsplit would misread
+USERINFO = re.compile(r"^(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@?#\s]*):[^@/?#\s]+@")
+PASSWORD_KEYS = ("password", "passwd", "pwd")
+
+
 def has_password(uri: str) -> bool:
     """A password in the userinfo (``user:pw@host``) or in the query (``?password=``)."""
-    parts = urlsplit(uri)
-    query = {k.lower() for k, v in parse_qsl(parts.query) if v}
-    return bool(parts.password) or bool(query & {"password", "passwd", "pwd"})
+    query = {k.lower() for k, v in parse_qsl(urlsplit(uri).query) if v}
+    return bool(USERINFO.match(uri)) or bool(query & set(PASSWORD_KEYS))
 
 
 def refuse_password_on_argv(uri: str) -> None:
@@ -165,7 +170,7 @@ def open_catalog(settings: CatalogSettings):
     except (ValueError, ImportError) as exc:
         where = redact_uri(uri) if uri else "its configuration"
         raise SynthfactoryError(
-            f"catalog {settings.name!r} ({where}): cannot open ({exc})"
+            f"catalog {settings.name!r} ({where}): cannot open ({scrub(str(exc), uri)})"
         ) from exc
     except Exception as exc:
         if not _is_database_error(exc):
@@ -173,7 +178,7 @@ def open_catalog(settings: CatalogSettings):
         # Down, refused, unknown database, bad credentials: say which catalog, in one line
         # (the driver's first line; SQLAlchemy appends SQL and a link on the next ones).
         where = redact_uri(uri) if uri else "its configuration"
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        reason = scrub(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0], uri)
         raise SynthfactoryError(
             f"catalog {settings.name!r} ({where}): cannot reach the catalog database ({reason})"
         ) from exc
@@ -196,13 +201,16 @@ def close_catalog(catalog) -> None:
 
 def redact_uri(uri: str) -> str:
     """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``."""
-    parts = urlsplit(uri)
-    if parts.password:
-        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
-    if has_password(uri):
-        query = "&".join(
-            f"{k}=***" if k.lower() in ("password", "passwd", "pwd") else f"{k}={v}"
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        )
-        parts = parts._replace(query=query)
-    return urlunsplit(parts)
+    if not has_password(uri):
+        return uri
+    parts = urlsplit(USERINFO.sub(r"\g<head>:***@", uri, count=1))
+    query = "&".join(
+        f"{k}=***" if k.lower() in PASSWORD_KEYS else f"{k}={v}"
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return urlunsplit(parts._replace(query=query))
+
+
+def scrub(text: str, uri: str | None) -> str:
+    """``text`` (a library's error message) with ``uri`` in it redacted."""
+    return text.replace(uri, redact_uri(uri)) if uri and has_password(uri) else text

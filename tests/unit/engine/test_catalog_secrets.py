@@ -98,3 +98,16 @@ def test_what_counts_as_a_password(uri, secret):
 def test_redaction_covers_the_query_too():
     assert redact_uri("postgresql://db/c?user=sf&password=x&sslmode=require") == (
         "postgresql://db/c?user=sf&password=***&sslmode=require")
+
+
+@pytest.mark.parametrize("uri", [
+    f"mysql://sf:{CANARY}@127.0.0.1/catalog",  # pyiceberg's error quotes the whole URI
+    f"sf:{CANARY}@127.0.0.1/catalog",  # no scheme: urlsplit alone would miss the password
+    f"postgresql+psycopg2://sf:{CANARY}@127.0.0.1:notaport/catalog",
+])
+def test_errors_about_a_bad_uri_from_the_environment_do_not_echo_it(uri, monkeypatch, capsys):
+    monkeypatch.setenv(CATALOG_URI_ENV, uri)
+    code = cli.main(["catalog", "list"])
+    out, err = capsys.readouterr()
+    assert code != 0 and "cannot open" in err
+    assert CANARY not in out + err and "***" in err
