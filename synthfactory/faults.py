@@ -4,7 +4,9 @@ With ``SYNTHFACTORY_PAUSE_AT=NAME`` set, a step reaching ``pause_point(NAME)`` w
 ``$SYNTHFACTORY_PAUSE_MARKER`` (when set) and sleeps until it is killed: the test
 waits for the marker, sends SIGKILL, and reruns the step. With
 ``$SYNTHFACTORY_PAUSE_RELEASE`` set to a path, it goes on once that file exists (the
-test changes the world meanwhile, e.g. cuts the catalog database off). Unset (always, outside
+test changes the world meanwhile, e.g. cuts the catalog database off). A marker that
+already exists means "paused once already": the point is passed (a restarted Ray actor
+inherits the same environment and must not pause again). Unset (always, outside
 tests), a pause point costs one dictionary lookup.
 """
 
@@ -24,6 +26,8 @@ def pause_point(name: str) -> None:
         return
     marker = os.environ.get(MARKER_ENV)
     if marker:
+        if Path(marker).exists():
+            return  # once per marker: a restarted process (a Ray actor) goes on
         Path(marker).write_text(f"{os.getpid()} paused at {name}\n")
     release = os.environ.get(RELEASE_ENV)
     while not (release and Path(release).exists()):  # until SIGKILL, or released

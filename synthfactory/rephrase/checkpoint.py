@@ -37,6 +37,10 @@ _META_QUARANTINED = b"synthfactory.quarantined_rows"
 _META_PROMPT_CHECKSUM = b"synthfactory.prompt_checksum"
 
 
+class ConcurrentWriter(SynthfactoryError):
+    """A second writer is on the same shard; this one stops without committing."""
+
+
 def part_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
@@ -104,14 +108,29 @@ class ShardParts:
                     _META_QUARANTINED: str(quarantined.num_rows).encode()}
         if self.prompt_checksum:
             metadata[_META_PROMPT_CHECKSUM] = self.prompt_checksum.encode()
-        if quarantined.num_rows:
-            storage.write_table(quarantined, storage.join(self.quarantine_url, name))
-        storage.write_table(generated.replace_schema_metadata(metadata),
-                            storage.join(self.out_url, name))
+        try:  # create-if-absent: a part is never overwritten, by us or a rival writer
+            if quarantined.num_rows:
+                storage.create_table(quarantined, storage.join(self.quarantine_url, name))
+            storage.create_table(generated.replace_schema_metadata(metadata),
+                                 storage.join(self.out_url, name))
+        except storage.AlreadyExists as exc:
+            raise ConcurrentWriter(f"{self.out_url}: {name} appeared under this writer: "
+                                   "another writer is on the shard; failing closed") from exc
         record = _record(name, generated, quarantined, self.prompt_checksum)
         self.parts.append(record)
         pause_point("rephrase:part-written")
         return record
+
+    def check_no_rival(self) -> None:
+        """Re-scan just before the commit: every part on storage must be one this writer
+        wrote or resumed from. Anything else means a second writer: fail closed."""
+        known = {p.name for p in self.parts}
+        for folder in (self.out_url, self.quarantine_url):
+            found = {u.rsplit("/", 1)[-1] for u in storage.list_files(folder, suffix=".parquet")}
+            if found - known:
+                raise ConcurrentWriter(
+                    f"{folder}: part(s) {sorted(found - known)} written by another writer "
+                    "since this one scanned the shard; failing closed, not committing")
 
     def stale_parts(self) -> list[str]:
         """Parts generated from other prompts than ``prompt_checksum`` (or unmarked)."""

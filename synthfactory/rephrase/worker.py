@@ -21,7 +21,12 @@ import pyarrow as pa
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
-from synthfactory.rephrase.checkpoint import GENERATED_SCHEMA, QUARANTINE_SCHEMA, ShardParts
+from synthfactory.rephrase.checkpoint import (
+    GENERATED_SCHEMA,
+    QUARANTINE_SCHEMA,
+    ConcurrentWriter,
+    ShardParts,
+)
 from synthfactory.rephrase.engines import GenerationEngine
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 from synthfactory.rephrase.progress import Progress
@@ -90,9 +95,14 @@ def rephrase_shard(
         gen_started = time.monotonic()
         _generate(prompts, pending, the_engine, parts, options, name)
         generation_s = time.monotonic() - gen_started
+    parts.check_no_rival()
     commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
                      started, generation_s, checksum)
-    storage.write_json(storage.join(out_url, COMMIT_FILE), commit)
+    try:  # create-if-absent: of two writers racing to commit, exactly one can
+        storage.create_json(storage.join(out_url, COMMIT_FILE), commit)
+    except storage.AlreadyExists as exc:
+        raise ConcurrentWriter(f"{out_url}: committed by another writer meanwhile; "
+                               "this writer's work is not committed") from exc
     return {**_summary(commit), "status": "committed", "resumed_rows": len(done),
             "discarded_parts": parts.discarded, "set_aside": set_aside_to}
 

@@ -72,7 +72,8 @@ def _kill_at(argv: list[str], point: str, tmp: Path) -> None:
             assert time.monotonic() < deadline, f"{argv[3]} never reached {point}"
             time.sleep(0.2)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
 
@@ -93,7 +94,8 @@ def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
     start = dt.datetime.combine(DAY, dt.time(), dt.UTC)
     crawl = _cli("crawl", "--source", corpus, "--out", f"{run}/manifest",
                  "--interval-start", start.isoformat(),
-                 "--interval-end", (start + dt.timedelta(days=1)).isoformat())
+                 "--interval-end", (start + dt.timedelta(days=1)).isoformat(),
+                 "--partition-template", "dt={ds}")
     stitch = _cli("stitch", "--manifest", f"{run}/manifest", "--out", run,
                   "--templates", "encyclopedic,qa", "--styles-per-doc", "1",
                   "--shard-tokens", "2048", "--max-new-tokens", "16", "--max-model-len", "1024",

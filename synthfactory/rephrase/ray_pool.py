@@ -1,0 +1,224 @@
+"""Rephrase a task's shards on N engine replicas, Ray actors that pull from one queue.
+
+One GPU pod of an 8-GPU node runs one driver and 8 replicas instead of 8 pods: each
+replica loads its engine once and takes the next shard when it finishes one (work
+stealing: a slow GPU holds back only its own shard). At most one shard is in flight
+per replica, so the driver always knows who works on what:
+
+- a replica that dies (GPU fault, OOM, SIGKILL) is restarted by Ray (``max_restarts``)
+  and its shard goes back to the queue, at most ``max_attempts`` times in all; the
+  worker resumes it from its checkpoint parts;
+- the engine runs inside the replica's own process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``),
+  so when a replica dies its engine dies with it: no orphan holding GPU memory;
+- one writer per shard is enforced in storage, not here: parts and ``_COMMITTED.json``
+  are created only if absent, and a re-scan before the commit fails closed
+  (``synthfactory.rephrase.checkpoint``), so a replica presumed dead that still writes
+  can never commit beside its successor;
+- a replica Ray gave a GPU but that cannot see CUDA fails at start, instead of running
+  the CPU engine on a GPU node;
+- on the CPU build each replica is pinned to its own cores (affinity and its own
+  ``VLLM_CPU_OMP_THREADS_BIND``), so two replicas never fight over one core.
+
+Ray is imported only here; ``rephrase --replicas 1`` without an address never loads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+
+from synthfactory.errors import SynthfactoryError
+from synthfactory.rephrase.engine_spec import EngineSpec
+from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    replicas: int
+    gpus_per_replica: float = 0.0  # 0 on the CPU build
+    address: str | None = None  # None: a local Ray; "auto" inside a RayJob
+    max_attempts: int = 3  # per shard, over replica deaths
+    max_restarts: int = 2  # per replica
+
+
+class _Replica:
+    """One engine, loaded once, rephrasing one shard at a time."""
+
+    def __init__(self, spec: EngineSpec, index: int, cores: list[int] | None):
+        import ray
+
+        self.index = index
+        gpu_ids = ray.get_gpu_ids()
+        if gpu_ids and spec.engine == "vllm":
+            from synthfactory.rephrase.engines import has_cuda
+
+            if not has_cuda():
+                raise SynthfactoryError(
+                    f"replica {index}: Ray assigned GPU(s) {gpu_ids} but CUDA is not visible "
+                    "in this process (driver, CUDA_VISIBLE_DEVICES or device plugin); refusing "
+                    "to run the CPU engine on a GPU slot")
+        if cores:
+            os.sched_setaffinity(0, cores)
+        self.spec = spec
+        self.engine = None
+
+    def ready(self) -> dict:
+        return {"replica": self.index, "pid": os.getpid(),
+                "cores": sorted(os.sched_getaffinity(0)),
+                "omp_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")}
+
+    def rephrase(self, shard_url: str, run_url: str | None, options: WorkerOptions) -> dict:
+        return {**rephrase_shard(shard_url, run_url, self._engine, options),
+                "replica": self.index}
+
+    def _engine(self):
+        if self.engine is None:
+            self.engine = self.spec.build()
+        return self.engine
+
+
+def replica_cores(replicas: int) -> list[list[int]]:
+    """Split this process's cores into one disjoint set per replica (round robin when
+    there are more replicas than cores, with a warning)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if replicas > len(cores):
+        log.warning("%d replicas on %d cores: replicas will share cores", replicas, len(cores))
+        return [[cores[i % len(cores)]] for i in range(replicas)]
+    per = len(cores) // replicas
+    return [cores[i * per:(i + 1) * per] for i in range(replicas)]
+
+
+def _bind(cores: list[int]) -> str:
+    return f"{cores[0]}-{cores[-1]}" if cores == list(range(cores[0], cores[-1] + 1)) else \
+        ",".join(map(str, cores))
+
+
+def _engine_args_for(spec: EngineSpec, gpus: float) -> EngineSpec:
+    """The executor backend is chosen, not left to vLLM's guess inside a Ray worker:
+    one GPU runs in-process ("uni"); several use vLLM's own processes ("mp") on the
+    GPUs Ray gave this replica, not a nested Ray placement group."""
+    if spec.engine != "vllm":
+        return spec
+    args = dict(spec.engine_args)
+    tensor_parallel = max(1, int(gpus))
+    args.setdefault("tensor_parallel_size", tensor_parallel)
+    args.setdefault("distributed_executor_backend",
+                    "uni" if args["tensor_parallel_size"] == 1 else "mp")
+    return replace(spec, engine_args=args)
+
+
+def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec,
+                    options: WorkerOptions, pool: PoolOptions) -> tuple[list[dict], dict]:
+    """Every shard committed (or already committed) once; returns the per-shard results
+    in ``shard_urls`` order and the pool's own figures."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        if pool.address:
+            ray.init(address=pool.address, logging_level=logging.WARNING)
+        else:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING)
+    spec = _engine_args_for(spec, pool.gpus_per_replica)
+    cpu_build = pool.gpus_per_replica == 0
+    cores = replica_cores(pool.replicas) if cpu_build and not pool.address else \
+        [None] * pool.replicas
+    remote = ray.remote(_Replica)
+    actors = []
+    for i in range(pool.replicas):
+        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine dies with its replica
+        if cores[i]:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(cores[i])
+        actors.append(remote.options(
+            num_gpus=pool.gpus_per_replica, num_cpus=len(cores[i]) if cores[i] else 1,
+            max_restarts=pool.max_restarts, max_task_retries=0,
+            runtime_env={"env_vars": env}, name=None,
+        ).remote(spec, i, cores[i]))
+    try:
+        try:  # a replica that cannot start (no CUDA, no model) fails the command at once
+            started = ray.get([a.ready.remote() for a in actors])
+        except RayActorError as exc:
+            raise SynthfactoryError(f"a replica failed to start: {_cause(exc)}") from exc
+        log.info("%d replica(s) ready: %s", len(actors), started)
+        results, figures = _drive(ray, actors, shard_urls, run_url, options, pool)
+        return results, {**figures, "replica_processes": started}
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        if started_here:
+            ray.shutdown()
+
+
+def _drive(ray, actors, shard_urls, run_url, options, pool):
+    from ray.exceptions import ActorUnavailableError as unavailable
+    from ray.exceptions import RayActorError as actor_error
+    from ray.exceptions import RayTaskError as task_error
+
+    queue = deque((url, 1) for url in shard_urls)
+    idle = deque(range(len(actors)))
+    alive = set(range(len(actors)))
+    deaths = [0] * len(actors)
+    in_flight: dict = {}  # ref -> (replica, shard URL or None for a revival probe, attempt)
+    results: dict[str, dict] = {}
+    requeued = 0
+    while queue or any(url for _, url, _ in in_flight.values()):
+        if not alive:
+            raise SynthfactoryError("every replica died more often than max_restarts "
+                                    f"({pool.max_restarts}); giving up with "
+                                    f"{len(queue)} shard(s) left")
+        while queue and idle:
+            index = idle.popleft()
+            url, attempt = queue.popleft()
+            ref = actors[index].rephrase.remote(url, run_url, options)
+            in_flight[ref] = (index, url, attempt)
+        (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+        index, url, attempt = in_flight.pop(ref)
+        if url is None:  # a revival probe: the restarted replica is back, or gone for good
+            try:
+                ray.get(ref)
+                idle.append(index)
+            except unavailable:  # still restarting: ask again
+                time.sleep(0.5)
+                in_flight[actors[index].ready.remote()] = (index, None, 0)
+            except actor_error:
+                alive.discard(index)
+                log.warning("replica %d is gone for good (restarts exhausted)", index)
+            continue
+        try:
+            results[url] = ray.get(ref)
+        except actor_error as exc:
+            deaths[index] += 1
+            if attempt >= pool.max_attempts:
+                raise SynthfactoryError(
+                    f"{url}: its replica died {attempt} time(s) (max attempts "
+                    f"{pool.max_attempts}); last: {_cause(exc)}") from exc
+            log.warning("replica %d died on %s (attempt %d): %s; the shard goes back to the "
+                        "queue", index, url, attempt, _cause(exc))
+            queue.appendleft((url, attempt + 1))  # first in line: it has parts to resume
+            requeued += 1
+            # No work for it until Ray has restarted it: the probe resolves then.
+            in_flight[actors[index].ready.remote()] = (index, None, 0)
+            continue
+        except task_error as exc:  # the shard's own error: a retry on another replica is
+            cause = exc.cause  # no cure (bad input, a rival writer), so it stops the task
+            if isinstance(cause, SynthfactoryError):
+                raise cause from None
+            raise
+        idle.append(index)
+    figures = {"replicas": len(actors), "actor_deaths": sum(deaths), "requeued": requeued}
+    return [results[url] for url in shard_urls], figures
+
+
+def _cause(exc: BaseException) -> str:
+    """Our own error's line when the replica raised one; else Ray's message, shortened."""
+    text = str(exc)
+    for marker in ("PermanentError: ", "SynthfactoryError: "):
+        if marker in text:
+            return text.rsplit(marker, 1)[1].splitlines()[0].strip()
+    return " ".join(text.split())[:400]
