@@ -12,5 +12,7 @@ trap 'rm -rf "$AIRFLOW_HOME"' EXIT
 
 echo "== engine tests (.venv-worker: Spark, vLLM, pyiceberg, torch)"
 .venv-worker/bin/pytest tests/unit/engine tests/integration/engine -q -p no:cacheprovider "$@"
-echo "== Airflow tests (.venv: DAG parsing, operators, sensors, a whole DAG run)"
-.venv/bin/pytest tests/unit/airflow tests/dags tests/integration/airflow -q -p no:cacheprovider "$@"
+echo "== Airflow tests (.venv: DAG parsing, operators, sensors, a whole DAG run; the kubernetes"
+echo "   runner against Kubernetes API doubles, marker kubernetes_e2e)"
+.venv/bin/pytest tests/unit/airflow tests/dags tests/integration/airflow \
+    tests/integration/kubernetes -q -p no:cacheprovider "$@"

@@ -9,7 +9,8 @@ plugins/capacity make, over plain HTTP with a bearer token from a kubeconfig):
 - ``events`` (``fieldSelector=involvedObject.name=...``);
 - ``pods/exec`` over the websocket subprotocol ``v4.channel.k8s.io`` (one channel byte before
   each binary frame, 0 stdin, 1 stdout, 2 stderr, the final Status JSON on channel 3);
-- nodes: list; secrets: create and get (for ``envFrom``).
+- nodes: list; secrets: create and get (for ``envFrom``); services: create, get, delete
+  (stored only).
 
 What it does, as scheduler and kubelet:
 
@@ -145,7 +146,8 @@ class KubeApiDouble:
     """One cluster: ``start()`` serves it on 127.0.0.1, ``stop()`` kills its pods' processes.
 
     ``created`` lists every pod created (a snapshot of its metadata), ``deleted`` the names
-    of the pods deleted through the API, ``injected`` the faults injected.
+    of the pods deleted through the API, ``injected`` the faults injected, ``requests``
+    every request served.
     """
 
     def __init__(self, nodes: list[dict], workdir: Path, *, name: str = "double",
@@ -158,9 +160,11 @@ class KubeApiDouble:
         self.pods: dict[tuple[str, str], PodRecord] = {}
         self.events: list[dict] = []
         self.secrets: dict[tuple[str, str], dict] = {}
+        self.services: dict[tuple[str, str], dict] = {}  # stored only: no endpoints, no DNS
         self.created: list[dict] = []
         self.deleted: list[str] = []
         self.injected: list[tuple[str, str]] = []
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request served
         self.lock = threading.RLock()
         self._versions = itertools.count(2)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -514,7 +518,7 @@ class KubeApiDouble:
     # -- HTTP --------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._record_request])
         pods = "/api/v1/namespaces/{ns}/pods"
         app.add_routes([
             web.get("/api/v1/nodes", self._list_nodes),
@@ -531,9 +535,21 @@ class KubeApiDouble:
             web.get("/api/v1/events", self._list_events),
             web.post("/api/v1/namespaces/{ns}/secrets", self._create_secret),
             web.get("/api/v1/namespaces/{ns}/secrets/{name}", self._get_secret),
+            web.post("/api/v1/namespaces/{ns}/services", self._create_service),
+            web.get("/api/v1/namespaces/{ns}/services/{name}", self._service),
+            web.delete("/api/v1/namespaces/{ns}/services/{name}", self._service),
         ])
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
+
+    @web.middleware
+    async def _record_request(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        with self.lock:
+            self.requests.append((request.method, request.path))
+        try:
+            return await handler(request)
+        except ConnectionResetError:  # a client gave up on a stream (log follow, watch)
+            return web.Response(status=499)
 
     @staticmethod
     def _json(code: int, body: dict) -> web.Response:
@@ -704,6 +720,29 @@ class KubeApiDouble:
             return self._json(404, status_body(
                 404, "NotFound", f'secrets "{request.match_info["name"]}" not found'))
         return self._json(200, secret)
+
+    async def _create_service(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        key = (request.match_info["ns"], body["metadata"]["name"])
+        with self.lock:
+            if key in self.services:
+                return self._json(409, status_body(409, "AlreadyExists",
+                                                   f'services "{key[1]}" already exists'))
+            body["metadata"].update(namespace=key[0], uid=str(uuid.uuid4()),
+                                    resourceVersion=str(next(self._versions)),
+                                    creationTimestamp=now_iso())
+            body.setdefault("status", {})
+            self.services[key] = body
+        return self._json(201, body)
+
+    async def _service(self, request: web.Request) -> web.Response:
+        key = (request.match_info["ns"], request.match_info["name"])
+        with self.lock:
+            found = (self.services.pop(key, None) if request.method == "DELETE"
+                     else self.services.get(key))
+        if found is None:
+            return self._json(404, status_body(404, "NotFound", f'services "{key[1]}" not found'))
+        return self._json(200, found)
 
     # -- exec (websocket, v4.channel.k8s.io) -------------------------------------------------
 
