@@ -1,26 +1,33 @@
-"""Sampled-and-packed tokens/s of the grain loader vs a plain-Python first-fit.
+"""Sampled-and-packed tokens/s of our grain loader vs grain's own first-fit pipeline.
 
-Spec (issue 8): buckets [1..128 weight 3, 1024..2000 weight 1] at context 2048. Both
-sides sample lengths and random tokens and pack them first-fit into rows (with
-positions and segment ids); the baseline does it with Python lists and ``random``
-on the same length draws. Also reports the fill ratio (1 - padding) of first-fit,
-best-fit and concat-then-split, and the best fill any whole-document packing can reach
-here: documents longer than half the context can never share a row.
+Spec (issue 8): buckets [1..128 weight 3, 1024..2000 weight 1] at context 2048. Ours:
+``PackedLoader`` (LengthSource -> RandomTokenProcessor -> FirstFitPackIterDataset ->
+training rows -> batch). Baseline: grain alone on the same numpy source, i.e. the same
+lengths (drawn up front with LengthSource) and the same counter-based tokens,
+``FirstFitPackIterDataset`` with the same bins, then ``batch``. Both pack identical
+rows (their fills must agree), so the ratio is our loader's overhead (the length
+stream, labels and loss masks), not numpy against Python loops. The two sides run in
+alternating rounds; medians and the spread are printed. Also the fill ratio (1 -
+padding) of first-fit, best-fit and concat-then-split beside the best fill any
+whole-document packing can reach here (docs/adr/0031): documents longer than half the
+context can never share a row.
 
-    .venv-worker/bin/python benchmarks/lengths.py [--rows 1200]
+    .venv-worker/bin/python benchmarks/lengths.py [--rows 1200] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import grain  # noqa: E402
 import numpy as np  # noqa: E402
+from grain import experimental as gx  # noqa: E402
 
 from synthfactory.training.length_source import LengthSource, LengthSourceConfig  # noqa: E402
 from synthfactory.training.lengths import spec_from_dict  # noqa: E402
@@ -58,39 +65,22 @@ def ours(rows: int, packing: str) -> tuple[float, float, int]:
     return real / elapsed, real / ((rows // BINS) * BINS * SEQ), loader.source_counts()["documents"]
 
 
-def naive(lengths: list[int]) -> tuple[float, float]:
-    """Plain Python: random tokens and first-fit over BINS open rows, same draws."""
-    rng = random.Random(0)
+def grain_first_fit(lengths: np.ndarray, rows: int) -> tuple[float, float]:
+    """(tokens/s, fill) of grain's own first-fit pipeline on the same lengths and tokens."""
+    processor = RandomTokenProcessor(VOCAB)
+    # no reader threads: grain's advice for in-memory data, and ours runs none either
+    docs = (grain.MapDataset.range(len(lengths))
+            .map(lambda i: {"tokens": processor.tokens(i, int(lengths[i]))})
+            .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)))
+    packed = gx.FirstFitPackIterDataset(docs, length_struct={"tokens": SEQ},
+                                        num_packing_bins=BINS, shuffle_bins=False)
+    batches = iter(packed.batch(BINS, drop_remainder=True))
     start = time.perf_counter()
-    out_rows, bins = [], [[] for _ in range(BINS)]
-
-    def flush():
-        for b in bins:
-            if b:
-                tokens = [t for doc in b for t in doc]
-                positions = [p for doc in b for p in range(len(doc))]
-                segments = [s for s, doc in enumerate(b, 1) for _ in doc]
-                pad = SEQ - len(tokens)
-                out_rows.append((tokens + [0] * pad, positions + [0] * pad, segments + [0] * pad))
-            b.clear()
-
-    used = [0] * BINS
-    for length in lengths:
-        doc = [rng.randrange(VOCAB) for _ in range(length)]
-        for i in range(BINS):
-            if used[i] + length <= SEQ:
-                bins[i].append(doc)
-                used[i] += length
-                break
-        else:
-            flush()
-            used = [0] * BINS
-            bins[0].append(doc)
-            used[0] = length
-    flush()
+    real = 0
+    for _ in range(rows // BINS):
+        real += int(np.count_nonzero(next(batches)["tokens_segment_ids"]))
     elapsed = time.perf_counter() - start
-    real = sum(lengths)
-    return real / elapsed, real / (len(out_rows) * SEQ)
+    return real / elapsed, real / ((rows // BINS) * BINS * SEQ)
 
 
 def fill_upper_bound(lengths: np.ndarray) -> float:
@@ -101,20 +91,36 @@ def fill_upper_bound(lengths: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1200)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    tps, first_fit_fill, docs = ours(args.rows, "first_fit")
+    _, first_fit_fill, docs = ours(args.rows, "first_fit")  # untimed: warms up both
+    # the same documents, with room for those first-fit still holds in open bins
+    lengths = LengthSource(_source()).take(2 * docs + BINS)
+    grain_first_fit(lengths, args.rows)
+    runs: dict[str, list[float]] = {"ours": [], "grain": []}
+    for _ in range(args.rounds):  # alternating: both sides see the same machine
+        tps, fill, _ = ours(args.rows, "first_fit")
+        runs["ours"].append(tps)
+        grain_tps, grain_fill = grain_first_fit(lengths, args.rows)
+        runs["grain"].append(grain_tps)
+        if abs(fill - grain_fill) > 1e-9:
+            sys.exit(f"the two pipelines packed different rows (fill {fill} vs {grain_fill})")
     _, best_fit_fill, _ = ours(args.rows, "best_fit")
     _, cts_fill, _ = ours(args.rows, "concat_then_split")
-    lengths = LengthSource(_source()).take(docs)
-    naive_tps, naive_fill = naive(lengths.tolist())
-    print(f"documents={docs} rows={args.rows} seq_len={SEQ} bins={BINS}")
-    print(f"ours first_fit tokens/s={tps:,.0f} fill={first_fit_fill:.4f}")
-    print(f"naive first_fit tokens/s={naive_tps:,.0f} fill={naive_fill:.4f}")
-    print(f"best_fit fill={best_fit_fill:.4f} concat_then_split fill={cts_fill:.4f}")
-    print(f"whole-document fill upper bound={fill_upper_bound(lengths):.4f}")
+    bound = fill_upper_bound(LengthSource(_source()).take(docs))
+    tps, grain_tps = statistics.median(runs["ours"]), statistics.median(runs["grain"])
+    spread = {side: f"{min(v):.0f}..{max(v):.0f}" for side, v in runs.items()}
+    print(f"documents={docs} rows={args.rows} seq_len={SEQ} bins={BINS} rounds={args.rounds}")
+    print(f"ours  first_fit tokens/s median={tps:,.0f} spread={spread['ours']}")
+    print(f"grain first_fit tokens/s median={grain_tps:,.0f} spread={spread['grain']}")
+    print(f"fill: first_fit={first_fit_fill:.4f} (grain's own: the same rows) "
+          f"best_fit={best_fit_fill:.4f} concat_then_split={cts_fill:.4f}; "
+          f"whole-document bound={bound:.4f} (docs/adr/0031)")
     print(
-        f"RESULT lengths tokens_per_s={tps:.0f} naive_tokens_per_s={naive_tps:.0f} "
-        f"speedup={tps / naive_tps:.2f} first_fit_fill={first_fit_fill:.4f} "
+        f"RESULT lengths tokens_per_s={tps:.0f} grain_tokens_per_s={grain_tps:.0f} "
+        f"ratio_to_grain={tps / grain_tps:.2f} rounds={args.rounds} "
+        f"ours_spread={spread['ours']} grain_spread={spread['grain']} "
+        f"first_fit_fill={first_fit_fill:.4f} fill_bound={bound:.4f} "
         f"best_fit_fill={best_fit_fill:.4f}"
     )
 
