@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import traceback
 
 from synthfactory.errors import SynthfactoryError
 from synthfactory.result import publish
@@ -29,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("synthfactory.validate", "per-shard token statistics and quality flags"),
     "register": ("synthfactory.catalog.command", "register committed shards in an Iceberg table"),
     "catalog": ("synthfactory.catalog.browse", "list catalog tables and runs"),
+    "audit": ("synthfactory.audit", "check a run end to end: nothing lost, duplicated or stale"),
     "smoke": ("synthfactory.training.smoke_command", "train a tiny model on synthetic lengths"),
     "preview-lengths": ("synthfactory.training.preview_command", "preview a length spec"),
     "sweep": ("synthfactory.sweep.command", "grid-search vLLM engine arguments"),
@@ -39,11 +42,36 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     lines = ["usage: synthfactory COMMAND [options]", "", "commands:"]
     lines += [f"  {name:<16} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "--debug (anywhere, or SYNTHFACTORY_DEBUG=1) shows the traceback of an error"]
     return "\n".join(lines)
 
 
+DEBUG_FLAG = "--debug"
+DEBUG_ENV = "SYNTHFACTORY_DEBUG"
+MAX_MESSAGE = 600  # some libraries put a whole config dump in the message
+
+
+def split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """Remove ``--debug`` from the command's own options (anywhere before a bare ``--``;
+    what follows ``--`` is passed on untouched, e.g. plan's rephrase options)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    own = [a for a in argv[:cut] if a != DEBUG_FLAG]
+    debug = len(own) != cut or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    return own + argv[cut:], debug
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line, for an exception nobody turned into ours."""
+    message = " ".join(str(exc).split()) or "(no message)"
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE] + "..."
+    return f"{type(exc).__name__}: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
+    if debug:  # steps look at it too (Spark's task log) and so do child processes
+        os.environ[DEBUG_ENV] = "1"
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
@@ -52,21 +80,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"synthfactory: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    module = importlib.import_module(COMMANDS[name][0])
-    parser = argparse.ArgumentParser(prog=f"synthfactory {name}", description=COMMANDS[name][1])
-    module.add_arguments(parser)
-    args = parser.parse_args(rest)
+    prefix = f"synthfactory {name}: error:"
     try:
+        module = importlib.import_module(COMMANDS[name][0])
+        parser = argparse.ArgumentParser(prog=f"synthfactory {name}",
+                                         description=COMMANDS[name][1])
+        module.add_arguments(parser)
+        args = parser.parse_args(rest)  # a bad option: argparse's usage + error, exit 2
         summary = module.run(args)
+        try:
+            publish(summary if summary is not None else {})
+        except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error
+            sys.stderr.close()
     except SynthfactoryError as exc:
-        print(f"synthfactory {name}: error: {exc}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        print(f"{prefix} {exc}", file=sys.stderr)
         return exc.exit_code  # 3 for a PermanentError: Airflow does not retry (errors.py)
-    try:
-        publish(summary if summary is not None else {})
-    except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error
-        sys.stderr.close()
+    except KeyboardInterrupt:
+        print(f"synthfactory {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug or an input we did not foresee: still one line
+        if debug:
+            traceback.print_exc()
+            print(f"{prefix} {one_line(exc)}", file=sys.stderr)
+        else:
+            print(f"{prefix} {one_line(exc)} (rerun with {DEBUG_FLAG} for the traceback)",
+                  file=sys.stderr)
+        return 1
     return 0
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.cli_types import non_negative_int, positive_int
 from synthfactory.errors import SynthfactoryError
 
 log = logging.getLogger(__name__)
@@ -53,13 +54,13 @@ def iter_docstrings(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="corpus root URL (file:// or s3://)")
-    parser.add_argument("--days", type=int, default=3, help="number of daily partitions")
-    parser.add_argument("--docs-per-day", type=int, default=64)
+    parser.add_argument("--days", type=positive_int, default=3, help="number of daily partitions")
+    parser.add_argument("--docs-per-day", type=positive_int, default=64)
     parser.add_argument("--end-date", help="last partition's date, YYYY-MM-DD (default: "
                         "yesterday in UTC, the day a daily run triggered today reads)")
-    parser.add_argument("--min-chars", type=int, default=300)
-    parser.add_argument("--max-chars", type=int, default=2500)
-    parser.add_argument("--per-module", type=int, default=2)
+    parser.add_argument("--min-chars", type=non_negative_int, default=300)
+    parser.add_argument("--max-chars", type=positive_int, default=2500)
+    parser.add_argument("--per-module", type=positive_int, default=2)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> dict:
                else dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1))
     except ValueError as exc:
         raise SynthfactoryError(f"--end-date {args.end_date!r}: not a YYYY-MM-DD date") from exc
+    if storage.scheme(args.out) == "file":  # an unwritable --out fails now, not after the scan
+        storage.makedirs(args.out)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     wanted = args.days * args.docs_per_day
     docs: list[tuple[str, str]] = []

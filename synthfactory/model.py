@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,6 +46,23 @@ def find_gguf() -> Path:
     if not path.is_file():
         raise SynthfactoryError(f"{path}: the GGUF model file is missing from {GGUF_PACKAGE}")
     return path
+
+
+def check_writable(out: Path) -> None:
+    """Create the folder ``out`` goes in and a file there, or say why not."""
+    folder = out.parent
+    for above in (folder, *folder.parents):  # mkdir would say "File exists": say which
+        if above.exists():
+            if not above.is_dir():
+                raise SynthfactoryError(f"--out {out}: {above} is a file, not a folder")
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        raise SynthfactoryError(
+            f"--out {out}: cannot write in {folder} ({exc.strerror or exc})") from exc
 
 
 def prepare(out: Path) -> bool:
@@ -81,6 +99,8 @@ def run(args: argparse.Namespace) -> dict:
     out = (args.out or default_model_dir()).resolve()
     if args.action == "path":
         return {"model": str(out), "ready": is_ready(out)}
+    if not is_ready(out):
+        check_writable(out)  # before minutes of conversion, not after
     started = time.monotonic()
     converted = prepare(out)
     log.info("%s model at %s", "converted" if converted else "reused", out)

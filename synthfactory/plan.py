@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.cli_types import positive_int
+from synthfactory.errors import PermanentError
 from synthfactory.layout import RunLayout
+
+ENTRY_KEYS = ("name", "url", "rows", "tokens")
 
 
 def group_shards(shards: list[dict], max_groups: int) -> list[list[dict]]:
@@ -34,20 +37,39 @@ def group_shards(shards: list[dict], max_groups: int) -> list[list[dict]]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="run URL (reads prompts/shards.json)")
-    parser.add_argument("--max-groups", type=int, required=True,
+    parser.add_argument("--max-groups", type=positive_int, required=True,
                         help="at most this many rephrase tasks (<= Airflow's max_map_length)")
     parser.add_argument("rephrase_options", nargs=argparse.REMAINDER,
                         help="-- then options passed to every `synthfactory rephrase`")
 
 
+def check_entries(shards: list, where: str) -> None:
+    """Each entry needs a name, a url and non-negative int rows and tokens (stitch
+    writes them; a hand-edited or truncated shards.json may not have them)."""
+    for i, entry in enumerate(shards):
+        if not isinstance(entry, dict):
+            raise PermanentError(f"{where}: shards[{i}] is not an object")
+        label = f"{where}: shards[{i}]" + (f" ({entry['name']})" if "name" in entry else "")
+        missing = [k for k in ENTRY_KEYS if k not in entry]
+        if missing:
+            raise PermanentError(f"{label}: missing {', '.join(map(repr, missing))}")
+        for key in ("name", "url"):
+            if not isinstance(entry[key], str) or not entry[key]:
+                raise PermanentError(f"{label}: {key!r} must be a non-empty string")
+        for key in ("rows", "tokens"):
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise PermanentError(f"{label}: {key!r} must be a whole number >= 0, "
+                                     f"got {value!r}")
+
+
 def run(args: argparse.Namespace) -> list[dict]:
-    if args.max_groups < 1:
-        raise SynthfactoryError("--max-groups must be at least 1")
     layout = RunLayout(storage.normalize(args.run))
     plan = storage.read_json(layout.shards_json)
-    shards = plan.get("shards")
+    shards = plan.get("shards") if isinstance(plan, dict) else None
     if not isinstance(shards, list):
-        raise SynthfactoryError(f"{layout.shards_json}: no 'shards' list")
+        raise PermanentError(f"{layout.shards_json}: no 'shards' list")
+    check_entries(shards, layout.shards_json)
     options = [o for o in args.rephrase_options if o != "--"]
     groups = group_shards(shards, args.max_groups)
     planned = []

@@ -8,8 +8,10 @@ reader: a local file is written beside its target and renamed; an S3 PUT is atom
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import uuid
 from functools import lru_cache
 from urllib.parse import urlparse
@@ -77,9 +79,19 @@ def exists(url: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def is_dir(url: str) -> bool:
+    fs, path = filesystem(url)
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
 def makedirs(url: str) -> None:
     fs, path = filesystem(url)
-    fs.create_dir(path, recursive=True)
+    try:
+        fs.create_dir(path, recursive=True)
+    except OSError as exc:
+        if not isinstance(fs, pafs.LocalFileSystem):
+            raise  # S3 errors stay OSError: retry and fault handling look for them
+        raise SynthfactoryError(f"{url}: cannot create the folder ({_os_reason(exc)})") from exc
 
 
 def read_bytes(url: str) -> bytes:
@@ -98,10 +110,23 @@ def _write(url: str, write) -> None:
         write(fs, path)
         return
     parent, name = path.rsplit("/", 1)
-    fs.create_dir(parent, recursive=True)
     tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
-    write(fs, tmp)
-    os.replace(tmp, path)
+    try:
+        fs.create_dir(parent, recursive=True)
+        write(fs, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:  # unwritable, not a folder, disk full: name the target
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise SynthfactoryError(f"{url}: cannot write ({_os_reason(exc)})") from exc
+
+
+def _os_reason(exc: OSError) -> str:
+    """The OS's reason in one line (pyarrow's OSError text carries a path and a detail)."""
+    coded = re.search(r"\[errno (\d+)\]", str(exc))  # pyarrow: "... Detail: [errno 20] ..."
+    if coded:
+        return os.strerror(int(coded.group(1)))
+    return exc.strerror or " ".join(str(exc).split())
 
 
 def write_bytes(url: str, data: bytes) -> None:
@@ -172,3 +197,57 @@ def move(src: str, dst: str) -> None:
     else:
         fs.copy_file(src_path, dst_path)
         fs.delete_file(src_path)
+
+
+class AlreadyExists(SynthfactoryError):
+    """``create_*`` found the object there: another writer got to it first."""
+
+
+def create_bytes(url: str, data: bytes) -> None:
+    """Write ``url`` only if nothing is there, atomically (create-if-absent).
+
+    Locally: a hidden temp file hard-linked to the name (``link`` fails if the name
+    exists). On S3: a PUT with ``If-None-Match: *`` (S3 and compatible stores answer
+    412 when the key exists). Two writers racing for one name: exactly one wins.
+    """
+    fs, path = filesystem(url)
+    if isinstance(fs, pafs.LocalFileSystem):
+        parent, name = path.rsplit("/", 1)
+        fs.create_dir(parent, recursive=True)
+        tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as out:
+            out.write(data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError as exc:
+            raise AlreadyExists(f"{url}: already exists") from exc
+        finally:
+            os.remove(tmp)
+        return
+    from botocore.exceptions import ClientError
+
+    bucket, key = path.split("/", 1)
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    try:
+        _boto3_s3(endpoint).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+            raise AlreadyExists(f"{url}: already exists") from exc
+        raise
+
+
+@lru_cache(maxsize=4)
+def _boto3_s3(endpoint: str | None):
+    import boto3  # pyarrow's S3 client has no conditional PUT
+
+    return boto3.client("s3", endpoint_url=endpoint)
+
+
+def create_table(table: pa.Table, url: str) -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    create_bytes(url, sink.getvalue().to_pybytes())
+
+
+def create_json(url: str, obj) -> None:
+    create_bytes(url, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())

@@ -11,13 +11,16 @@ import numpy as np
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.cli_types import fraction
+from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
 from synthfactory.rephrase.worker import read_commit
 
 REFUSAL = re.compile(
     r"^\s*(i'?m sorry|i am sorry|i cannot|i can'?t|as an ai|i'?m unable|i am unable)", re.I)
 FLAGS = ("empty", "truncated", "repetition", "refusal")
+SHARD_NAME = re.compile(r"shard-(\d{5,})")
 
 
 def repetition_ratio(text: str, n: int = 4) -> float:
@@ -47,10 +50,19 @@ def length_stats(lengths: np.ndarray) -> dict:
             "mean": round(float(lengths.mean()), 2)}
 
 
+def shard_index(shard_url: str) -> int:
+    """``.../shard-00003.parquet`` -> 3; any other name is not a prompt shard."""
+    match = SHARD_NAME.fullmatch(shard_name(shard_url))
+    if match is None:
+        raise PermanentError(f"--shard {shard_url}: not a prompt shard name (expected "
+                             "{run}/prompts/shard-NNNNN.parquet, as stitch writes them)")
+    return int(match.group(1))
+
+
 def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> dict:
     name = shard_name(shard_url)
     layout = RunLayout(run_url)
-    out = layout.generated_shard(int(name.split("-")[1]))
+    out = layout.generated_shard(shard_index(shard_url))
     commit = read_commit(out)
     if commit is None:
         raise SynthfactoryError(f"{out}: shard is not committed (no _COMMITTED.json)")
@@ -72,6 +84,7 @@ def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> dict:
         "flags": {k: int(sum(v)) for k, v in flags.items()},
         "rows_flagged": int(sum(flagged)),
     }
+    pause_point("validate:before-write")
     storage.write_json(storage.join(layout.validation, f"{name}.json"), report)
     return report
 
@@ -79,11 +92,13 @@ def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", action="append", required=True, help="prompt shard URL")
     parser.add_argument("--run", default=None, help="run URL (default: the shard's run)")
-    parser.add_argument("--max-repetition", type=float, default=0.5,
+    parser.add_argument("--max-repetition", type=fraction, default=0.5,
                         help="flag outputs whose repeated 4-gram share exceeds this")
 
 
 def run(args: argparse.Namespace) -> dict:
+    for url in args.shard:  # every name first: nothing written for a half-valid group
+        shard_index(url)
     reports = [
         validate_shard(storage.normalize(url),
                        storage.normalize(args.run) if args.run else run_url_of_shard(url),

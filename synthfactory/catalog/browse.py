@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from synthfactory.catalog import config
 from synthfactory.catalog.command import RUNS_TABLE, runs_table_of
 from synthfactory.catalog.iceberg_table import split_identifier
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError
 
 TOTALLED = (
     "rows_in",
@@ -50,10 +50,18 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def list_tables(catalog, settings: config.CatalogSettings, namespace: str | None = None) -> dict:
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
     namespaces = [tuple(namespace.split("."))] if namespace else catalog.list_namespaces()
     tables = []
     for ns in namespaces:
-        for identifier in sorted(catalog.list_tables(ns)):
+        try:
+            identifiers = sorted(catalog.list_tables(ns))
+        except NoSuchNamespaceError as exc:
+            known = ", ".join(".".join(n) for n in catalog.list_namespaces()) or "none"
+            raise PermanentError(f"--namespace {namespace}: no such namespace in catalog "
+                                 f"{settings.name!r} (namespaces: {known})") from exc
+        for identifier in identifiers:
             tables.append(_table_stats(catalog.load_table(identifier), ".".join(identifier)))
     print(_header(settings))
     print(_format_rows(tables, ("table", "rows", "files", "snapshots", "updated")))
@@ -61,13 +69,13 @@ def list_tables(catalog, settings: config.CatalogSettings, namespace: str | None
 
 
 def show_table(catalog, settings: config.CatalogSettings, identifier: str) -> dict:
-    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     namespace, name = split_identifier(identifier)
     try:
         table = catalog.load_table(identifier)
-    except NoSuchTableError as exc:
-        raise SynthfactoryError(
+    except (NoSuchTableError, NoSuchNamespaceError) as exc:
+        raise PermanentError(
             f"{identifier}: no such table in catalog {settings.name!r}"
         ) from exc
     stats = _table_stats(table, identifier)

@@ -14,6 +14,7 @@ import argparse
 import logging
 
 from synthfactory import storage
+from synthfactory.cli_types import non_negative_int, positive_float, positive_int
 from synthfactory.crawl import checkpoint
 from synthfactory.crawl.crawler import Crawler, CrawlSettings
 from synthfactory.crawl.interval import Interval, PartitionTemplate
@@ -47,22 +48,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an interval with no partition gives an empty manifest and a warning "
         "(default: the crawl fails naming the partition it expected)",
     )
-    parser.add_argument("--workers", type=int, default=8, help="concurrent listings (default 8)")
+    parser.add_argument("--workers", type=positive_int, default=8,
+                        help="concurrent listings (default 8)")
     parser.add_argument(
-        "--fanout-depth", type=int, default=1,
+        "--fanout-depth", type=non_negative_int, default=1,
         help="levels of delimiter listing to fan out over before listing flat (default 1)",
     )
     parser.add_argument("--suffix", default=".parquet",
                         help="only keys ending in this (default .parquet; '' for all)")
-    parser.add_argument("--max-keys", type=int, default=MAX_KEYS_CAP,
+    parser.add_argument("--max-keys", type=positive_int, default=MAX_KEYS_CAP,
                         help=f"keys per request, capped at {MAX_KEYS_CAP}")
-    parser.add_argument("--rows-per-part", type=int, default=100_000,
+    parser.add_argument("--rows-per-part", type=positive_int, default=100_000,
                         help="manifest rows per part file (default 100000)")
-    parser.add_argument("--checkpoint-seconds", type=float, default=30.0,
+    parser.add_argument("--checkpoint-seconds", type=positive_float, default=30.0,
                         help="write a part and a checkpoint at least this often (default 30)")
     parser.add_argument("--retry-mode", choices=("standard", "adaptive"),
                         help="botocore retry mode (default: AWS_RETRY_MODE, else adaptive)")
-    parser.add_argument("--max-attempts", type=int,
+    parser.add_argument("--max-attempts", type=positive_int,
                         help="botocore attempts per request (default: AWS_MAX_ATTEMPTS, else 10)")
 
 

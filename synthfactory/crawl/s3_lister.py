@@ -12,10 +12,11 @@ import os
 from collections.abc import Iterator
 
 from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError, SynthfactoryError
 
 _DENIED = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch",
            "AccountProblem", "InvalidToken", "ExpiredToken", "403"}
+RETRY_MODES = ("standard", "adaptive", "legacy")
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
               "ServiceUnavailable", "503", "InternalError", "500"}
 
@@ -27,7 +28,10 @@ def make_client(workers: int, retry_mode: str | None = None, max_attempts: int |
     from botocore.config import Config
 
     mode = retry_mode or os.environ.get("AWS_RETRY_MODE") or "adaptive"
-    attempts = max_attempts or int(os.environ.get("AWS_MAX_ATTEMPTS") or 10)
+    if mode not in RETRY_MODES:
+        raise PermanentError(f"retry mode {mode!r} (--retry-mode or AWS_RETRY_MODE): "
+                             f"expected one of {', '.join(RETRY_MODES)}")
+    attempts = max_attempts or env_attempts() or 10
     config = Config(
         # total_max_attempts counts the first try, like AWS_MAX_ATTEMPTS; the dict's
         # "max_attempts" would count retries only
@@ -35,6 +39,22 @@ def make_client(workers: int, retry_mode: str | None = None, max_attempts: int |
         max_pool_connections=max(10, workers + 2),
     )
     return boto3.session.Session().client("s3", config=config)
+
+
+def env_attempts() -> int | None:
+    """``AWS_MAX_ATTEMPTS`` as botocore would read it, refused by name when it is not a
+    positive integer (botocore itself fails with a bare ValueError)."""
+    raw = os.environ.get("AWS_MAX_ATTEMPTS", "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise PermanentError(f"AWS_MAX_ATTEMPTS={raw!r}: not an integer (attempts per S3 "
+                             "request, e.g. 10; or pass --max-attempts)") from None
+    if value < 1:
+        raise PermanentError(f"AWS_MAX_ATTEMPTS={raw!r}: must be at least 1")
+    return value
 
 
 class S3Lister:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.cli_types import non_negative_float, positive_int, probability
+from synthfactory.errors import PermanentError
 from synthfactory.model import default_model_dir
-from synthfactory.rephrase.engine_args import parse_engine_args, tuned_engine_args
+from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, tuned_engine_args
+from synthfactory.rephrase.engine_spec import ENGINES, EngineSpec
+from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
 log = logging.getLogger(__name__)
@@ -21,43 +25,79 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run URL (default: the shard's run); gets generated/, quarantine/")
     parser.add_argument("--model", default=None, help="model folder or name")
     parser.add_argument("--engine-args", default=None, help="JSON object or @file for vllm.LLM")
-    parser.add_argument("--max-new-tokens", type=int, default=None,
+    parser.add_argument("--max-new-tokens", type=positive_int, default=None,
                         help="default: the shard's max_new_tokens column")
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--checkpoint-rows", type=int, default=64)
-    parser.add_argument("--max-in-flight", type=int, default=256,
+    parser.add_argument("--temperature", type=non_negative_float, default=0.7)
+    parser.add_argument("--top-p", type=probability, default=0.95)
+    parser.add_argument("--checkpoint-rows", type=positive_int, default=64)
+    # 0 would never submit a request and spin forever, hence positive_int
+    parser.add_argument("--max-in-flight", type=positive_int, default=256,
                         help="requests queued in the engine at once")
+    parser.add_argument("--replicas", type=positive_int, default=1,
+                        help="engine replicas (Ray actors) pulling this task's shards; 1 "
+                             "without --ray-address runs in this process, without Ray")
+    parser.add_argument("--gpus-per-replica", type=non_negative_float, default=None,
+                        help="GPUs per replica (tensor parallel size); default 1 on a GPU "
+                             "node, 0 on the CPU build")
+    parser.add_argument("--ray-address", default=None,
+                        help="join this Ray cluster (\"auto\" inside a KubeRay RayJob)")
+    parser.add_argument("--max-shard-attempts", type=positive_int, default=3,
+                        help="Ray: times a shard is handed out again after its replica died")
+    parser.add_argument("--engine", choices=ENGINES, default="vllm",
+                        help="echo: a deterministic stand-in engine (tests, dry runs)")
 
 
 def _max_new_tokens(shard_url: str, given: int | None) -> int:
     if given is not None:
         return given
     column = storage.read_table(shard_url, columns=["max_new_tokens"]).column(0)
-    return int(column[0].as_py()) if len(column) else 256
+    value = int(column[0].as_py()) if len(column) and column[0].is_valid else 256
+    if value < 1:  # vLLM would refuse it only after loading the model
+        raise PermanentError(f"{shard_url}: max_new_tokens {value} (must be at least 1; "
+                             "or pass --max-new-tokens)")
+    return value
 
 
 def run(args: argparse.Namespace) -> dict:
-    if args.checkpoint_rows < 1:
-        raise SynthfactoryError("--checkpoint-rows must be at least 1")
+    for url in args.shard:  # all of them, before any engine is loaded
+        if not storage.exists(url):
+            raise PermanentError(f"--shard {url}: not found")
     model = args.model or str(default_model_dir())
-    engine_args = {**tuned_engine_args(model), **parse_engine_args(args.engine_args)}
+    tuned, given = tuned_engine_args(model), parse_engine_args(args.engine_args)
+    if args.engine == "vllm":  # vLLM's own definitions, before any shard is read or loaded
+        check_engine_args(tuned, f"{Path(model) / TUNED_FILE}")
+        check_engine_args(given, "--engine-args")
+    engine_args = {**tuned, **given}
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
                 "max_tokens": _max_new_tokens(args.shard[0], args.max_new_tokens)}
     options = WorkerOptions(model=model, checkpoint_rows=args.checkpoint_rows,
                             max_in_flight=args.max_in_flight, sampling=sampling)
-    engine = None
+    spec = EngineSpec(model=model, engine_args=engine_args, sampling=sampling,
+                      engine=args.engine)
+    shards = [storage.normalize(url) for url in args.shard]
+    pool = None
+    if args.replicas > 1 or args.ray_address:
+        from synthfactory.rephrase.ray_pool import PoolOptions, rephrase_on_ray
 
-    def shared_engine():  # loaded once per group, and only if some shard needs it
-        nonlocal engine
-        if engine is None:
-            from synthfactory.rephrase.engines import VllmEngine
+        gpus = args.gpus_per_replica
+        if gpus is None:
+            from synthfactory.rephrase.engines import has_cuda
 
-            engine = VllmEngine(model, engine_args, sampling)
-        return engine
+            gpus = 1.0 if args.engine == "vllm" and has_cuda() else 0.0
+        results, pool = rephrase_on_ray(
+            shards, args.out, spec, options,
+            PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
+                        address=args.ray_address, max_attempts=args.max_shard_attempts))
+    else:
+        engine = None
 
-    results = [rephrase_shard(storage.normalize(url), args.out, shared_engine, options)
-               for url in args.shard]
+        def shared_engine():  # loaded once per group, and only if some shard needs it
+            nonlocal engine
+            if engine is None:
+                engine = spec.build()
+            return engine
+
+        results = [rephrase_shard(url, args.out, shared_engine, options) for url in shards]
     generation_s = sum(r["generation_s"] for r in results)
     output_tokens = sum(r["output_tokens"] for r in results if r["status"] == "committed")
     return {
@@ -67,4 +107,5 @@ def run(args: argparse.Namespace) -> dict:
         "output_tokens": sum(r["output_tokens"] for r in results),
         "generation_s": round(generation_s, 3),
         "tokens_per_s": round(output_tokens / generation_s, 1) if generation_s else None,
+        **({"ray": pool} if pool else {}),
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError, SynthfactoryError
 
 TUNED_FILE = "synthfactory-engine.json"
 
@@ -29,12 +29,23 @@ def tuned_engine_args(model: str) -> dict:
 def parse_engine_args(text: str | None) -> dict:
     if not text:
         return {}
+    name = "--engine-args"
     if text.startswith("@"):
-        text = Path(text[1:]).read_text()
+        name = f"--engine-args {text}"
+        try:
+            text = Path(text[1:]).read_text()
+        except FileNotFoundError as exc:
+            raise PermanentError(f"{name}: file not found") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PermanentError(f"{name}: cannot read the file ({_reason(exc)})") from exc
     try:
         args = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SynthfactoryError(f"--engine-args: not valid JSON ({exc})") from exc
+        raise PermanentError(f"{name}: not valid JSON ({exc})") from exc
     if not isinstance(args, dict):
-        raise SynthfactoryError("--engine-args: expected a JSON object")
+        raise PermanentError(f"{name}: expected a JSON object")
     return args
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or str(exc)

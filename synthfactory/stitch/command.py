@@ -7,12 +7,20 @@ import logging
 import time
 
 from synthfactory import storage
+from synthfactory.cli_types import positive_int
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
 from synthfactory.stitch.job import StitchConfig, stitch
+from synthfactory.stitch.spark_errors import (
+    check_master,
+    our_error,
+    quiet_task_logs,
+    spark_reason,
+)
 from synthfactory.stitch.spark_session import spark_session
 from synthfactory.stitch.templates import load_templates
+from synthfactory.stitch.tokens import tokenizer_json
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True, help="manifest folder URL (crawl output)")
     parser.add_argument("--out", required=True, help="run URL; writes prompts/ and quarantine/")
     parser.add_argument("--templates", required=True, help="NAME[,NAME...] of shipped templates")
-    parser.add_argument("--shard-tokens", type=int, required=True,
+    parser.add_argument("--shard-tokens", type=positive_int, required=True,
                         help="token budget per shard (prompt + max new tokens)")
-    parser.add_argument("--styles-per-doc", type=int, default=1)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument("--styles-per-doc", type=positive_int, default=1)
+    parser.add_argument("--max-new-tokens", type=positive_int, default=256)
+    parser.add_argument("--max-model-len", type=positive_int, default=2048)
     parser.add_argument("--text-column", default="text")
     parser.add_argument("--id-column", default="id")
     parser.add_argument("--quality-column", default=None)
@@ -33,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=None, help="model folder with tokenizer.json")
     parser.add_argument("--master", default="local[*]", help="Spark master URL")
-    parser.add_argument("--partitions", type=int, default=8,
+    parser.add_argument("--partitions", type=positive_int, default=8,
                         help="Spark partitions for reading, sorting and shuffles (scale out: "
                              "about 2-3 per executor core)")
 
@@ -79,15 +87,26 @@ def run(args: argparse.Namespace) -> dict:
         min_quality=args.min_quality, seed=args.seed, master=args.master,
         partitions=args.partitions,
     )
+    check_master(args.master)
+    tokenizer_json(cfg.model_dir)  # a missing tokenizer fails here, not after Spark starts
     started = time.monotonic()
-    spark = spark_session(args.master)
     try:
+        spark = spark_session(args.master)
+    except Exception as exc:  # no Java, no cluster: Spark's own words, on one line
+        raise SynthfactoryError(
+            f"--master {args.master}: Spark did not start ({spark_reason(exc)})") from exc
+    try:
+        quiet_task_logs(spark)
         plan = stitch(cfg, spark)
-    except Exception as exc:  # Spark wraps worker errors; surface ours by its message
-        message = _our_error(exc)
+    except SynthfactoryError:
+        raise
+    except Exception as exc:  # Spark wraps worker errors: ours by its message, else the cause
+        message = our_error(exc)
         if message:
             raise SynthfactoryError(message) from exc
-        raise
+        raise SynthfactoryError(
+            f"--manifest {args.manifest}: the Spark job failed ({spark_reason(exc)}; "
+            "rerun with --debug for Spark's task log)") from exc
     finally:
         spark.stop()
     log.info("stitched %d rows into %d shards (%d quarantined)",
@@ -99,15 +118,3 @@ def run(args: argparse.Namespace) -> dict:
         "tokens": sum(s["tokens"] for s in plan["shards"]),
         "seconds": round(time.monotonic() - started, 1),
     }
-
-
-def _our_error(exc: Exception) -> str | None:
-    """The SynthfactoryError message inside a Spark Python-worker traceback, if any."""
-    text = str(exc)
-    marker = "synthfactory.errors.SynthfactoryError: "
-    if marker in text:
-        return text.split(marker, 1)[1].splitlines()[0]
-    return None
-
-
-

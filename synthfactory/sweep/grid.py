@@ -41,6 +41,9 @@ def load_grid(source: str) -> object:
         url = storage.normalize(source)
         if not storage.exists(url):
             raise SynthfactoryError(f"--grid {source}: not found")
+        if storage.is_dir(url):
+            raise SynthfactoryError(f"--grid {source}: is a folder, not a grid file "
+                                    "(JSON or YAML)")
         text = storage.read_bytes(url).decode()
         if Path(source).suffix in (".yaml", ".yml"):
             import yaml

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import argparse
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.cli_types import positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="length spec JSON file (URL or path)")
-    parser.add_argument("--seq-len", type=int, default=2048)
-    parser.add_argument("--dp", type=int, default=8, help="data-parallel ranks to simulate")
-    parser.add_argument("--per-rank-batch", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--samples", type=int, default=10000, help="draws for the percentiles")
+    parser.add_argument("--seq-len", type=positive_int, default=2048)
+    parser.add_argument("--dp", type=positive_int, default=8,
+                        help="data-parallel ranks to simulate")
+    parser.add_argument("--per-rank-batch", type=positive_int, default=4)
+    parser.add_argument("--steps", type=positive_int, default=50)
+    parser.add_argument("--samples", type=positive_int, default=10000,
+                        help="draws for the percentiles")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overlong", choices=("drop", "truncate"), default="drop")
     parser.add_argument("--packing", choices=("first_fit", "best_fit", "concat_then_split"),
@@ -37,10 +39,6 @@ def run(args) -> dict:
         write_png,
     )
 
-    for name in ("seq_len", "dp", "per_rank_batch", "steps", "samples"):
-        if getattr(args, name) < 1:
-            flag = "--" + name.replace("_", "-")
-            raise SynthfactoryError(f"{flag} {getattr(args, name)}: must be >= 1")
     spec = load_spec(args.spec)
     lengths = draw_lengths(spec, args.samples, seed=args.seed)
     stats = length_stats(lengths)

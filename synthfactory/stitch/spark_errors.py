@@ -1,0 +1,73 @@
+"""Spark failures as one line naming the input.
+
+A failing task reaches the driver wrapped several times (PythonException around the
+worker's traceback, Py4JJavaError around a Java stack) and is also logged, traceback
+and all, by Spark's task loggers. The stitch command turns it into one line: ours
+(a SynthfactoryError raised in a worker) verbatim, anything else as the innermost
+exception line under the input's name; the task loggers stay quiet unless --debug.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from synthfactory.errors import PermanentError
+
+# The loggers that print a failed task's whole Python traceback (driver and local executor).
+TASK_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                "org.apache.spark.storage.BlockManager")
+_OURS = re.compile(r"synthfactory\.errors\.\w*Error: (.*)")
+_PYTHON_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: \S")
+MAX_REASON = 400
+
+
+def check_master(master: str) -> None:
+    """Spark reports a bad master only as "Java gateway process exited"; say it first."""
+    if master == "yarn" or master.startswith(("local", "spark://", "k8s://")):
+        return
+    raise PermanentError(f"--master {master}: not a Spark master URL (local[*], "
+                         "spark://HOST:PORT, k8s://https://HOST or yarn)")
+
+
+def our_error(exc: BaseException) -> str | None:
+    """The message of a SynthfactoryError raised inside a Spark Python worker, if any."""
+    match = _OURS.search(str(exc))
+    return match.group(1).strip() if match else None
+
+
+def spark_reason(exc: BaseException) -> str:
+    """The innermost cause of a Spark failure, on one line."""
+    text = str(exc)
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text:  # a Python worker's exception
+        raised = [line for line in lines if _PYTHON_EXCEPTION_LINE.match(line)]
+        if raised:
+            return _cap(raised[-1])
+    java = getattr(exc, "java_exception", None)  # py4j.protocol.Py4JJavaError
+    if java is not None:
+        try:
+            return _cap(str(java.toString()).splitlines()[0])
+        except Exception:  # the gateway may be gone already: fall back to the text
+            pass
+    return _cap(f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}")
+
+
+def quiet_task_logs(spark) -> None:
+    """Silence the loggers that repeat a failed task's traceback, unless debugging; the
+    failure still reaches the driver and is reported in one line."""
+    if os.environ.get("SYNTHFACTORY_DEBUG", "") not in ("", "0"):
+        return
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in TASK_LOGGERS:
+            configurator.setLevel(name, off)
+    except Exception:  # another logging backend: noisier, not wrong
+        pass
+
+
+def _cap(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= MAX_REASON else line[:MAX_REASON] + "..."

@@ -1,0 +1,408 @@
+"""Bad inputs end in one line naming the input and the problem: never a traceback,
+never a hang (issue 12, docs/bad-inputs.md lists every case).
+
+Each case runs the real console script as a user would, in a fresh folder, and
+checks: a non-zero exit, no Python traceback anywhere on stderr, a last stderr line
+that names the input (flag, path or variable) and the problem, within a time limit
+(``rephrase --max-in-flight 0`` used to spin forever). Cases that would need Spark or
+vLLM must be refused before either starts; the one Spark case is marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from rephrase_fixtures import write_prompt_shard
+
+from synthfactory import cli, storage
+from synthfactory.rephrase.engines import EchoEngine
+from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
+from synthfactory.validate import validate_shard
+
+REPO = Path(__file__).resolve().parents[3]
+SCRIPT = Path(sys.executable).with_name("synthfactory")  # .venv-worker/bin/synthfactory
+UNREACHABLE_DB = "postgresql+psycopg2://synth@127.0.0.1:1/catalog"  # nothing listens on :1
+DEFAULT_TIMEOUT = 90  # generous: a loaded 2-core machine takes 5-20 s to start a step
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: list[str]  # after `synthfactory`; {name}: a path of the world ({{ for a brace})
+    expect: tuple[str, ...]  # the last stderr line holds each: the input and the problem
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    marks: tuple = ()
+
+
+CASES = [
+    # corpus
+    Case("corpus-out-under-a-file", ["corpus", "--out", "{a_file}/corpus", "--days", "1"],
+         ("a-file.txt/corpus", "cannot create the folder", "Not a directory")),
+    Case("corpus-days-0", ["corpus", "--out", "{tmp}/corpus", "--days", "0"],
+         ("argument --days", "must be at least 1, got 0")),
+    Case("corpus-end-date-not-a-date",
+         ["corpus", "--out", "{tmp}/corpus", "--end-date", "2026-13-45"],
+         ("--end-date '2026-13-45'", "not a YYYY-MM-DD date")),
+    # model
+    Case("model-out-under-a-file", ["model", "prepare", "--out", "{a_file}/model"],
+         ("--out", "a-file.txt/model", "a-file.txt is a file, not a folder")),
+    Case("model-unknown-action", ["model", "convert"],
+         ("argument action", "invalid choice: 'convert'")),
+    # crawl
+    Case("crawl-max-attempts-0",
+         ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest", "--max-attempts", "0"],
+         ("argument --max-attempts", "must be at least 1, got 0")),
+    Case("crawl-aws-max-attempts-not-an-integer",
+         ["crawl", "--source", "s3://bucket/corpus", "--out", "{tmp}/manifest"],
+         ("AWS_MAX_ATTEMPTS='ten'", "not an integer"),
+         env={"AWS_MAX_ATTEMPTS": "ten", "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+              "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+              "AWS_REGION": "us-east-1"}),
+    Case("crawl-aws-retry-mode-unknown",
+         ["crawl", "--source", "s3://bucket/corpus", "--out", "{tmp}/manifest"],
+         ("retry mode 'fast'", "AWS_RETRY_MODE", "expected one of"),
+         env={"AWS_RETRY_MODE": "fast", "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+              "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+              "AWS_REGION": "us-east-1"}),
+    Case("crawl-workers-0",
+         ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest", "--workers", "0"],
+         ("argument --workers", "must be at least 1, got 0")),
+    Case("crawl-interval-end-before-start",
+         ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest",
+          "--interval-start", "2026-01-02", "--interval-end", "2026-01-01"],
+         ("interval [2026-01-02, 2026-01-01)", "the end must come after the start")),
+    Case("crawl-source-unsupported-scheme",
+         ["crawl", "--source", "gs://bucket/corpus", "--out", "{tmp}/manifest"],
+         ("gs://bucket/corpus", "unsupported URL scheme 'gs'")),
+    # stitch
+    Case("stitch-partitions-0",
+         ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
+          "--shard-tokens", "4096", "--model", "{model}", "--partitions", "0"],
+         ("argument --partitions", "must be at least 1, got 0")),
+    Case("stitch-max-new-tokens-0",
+         ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
+          "--shard-tokens", "4096", "--model", "{model}", "--max-new-tokens", "0"],
+         ("argument --max-new-tokens", "must be at least 1, got 0")),
+    Case("stitch-no-manifest-parts",
+         ["stitch", "--manifest", "{tmp}/empty", "--out", "{tmp}/run2", "--templates", "summary",
+          "--shard-tokens", "4096"],
+         ("empty", "no manifest part-*.parquet files")),
+    Case("stitch-unknown-template",
+         ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "nope",
+          "--shard-tokens", "4096"],
+         ("template 'nope'", "not found")),
+    Case("stitch-bad-master",
+         ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
+          "--shard-tokens", "4096", "--model", "{model}", "--master", "bogus://x"],
+         ("--master bogus://x", "not a Spark master URL")),
+    Case("stitch-model-without-tokenizer",
+         ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
+          "--shard-tokens", "4096", "--model", "{tmp}/empty"],
+         ("empty/tokenizer.json", "tokenizer.json not found")),
+    Case("stitch-spark-failure-not-ours",
+         ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
+          "--shard-tokens", "4096", "--model", "{model}", "--master", "local[1]",
+          "--partitions", "1"],
+         ("--manifest", "the Spark job failed", "ArrowNotImplementedError",
+          "Unsupported cast from list"),
+         timeout=400, marks=(pytest.mark.slow,)),
+    # plan
+    Case("plan-entry-missing-tokens", ["plan", "--run", "{plan_no_tokens}", "--max-groups", "2"],
+         ("shards.json: shards[0] (shard-00000)", "missing 'tokens'")),
+    Case("plan-entry-missing-rows", ["plan", "--run", "{plan_no_rows}", "--max-groups", "2"],
+         ("shards.json: shards[0] (shard-00000)", "missing 'rows'")),
+    Case("plan-entry-missing-url", ["plan", "--run", "{plan_no_url}", "--max-groups", "2"],
+         ("shards.json: shards[0] (shard-00000)", "missing 'url'")),
+    Case("plan-max-groups-0", ["plan", "--run", "{run}", "--max-groups", "0"],
+         ("argument --max-groups", "must be at least 1, got 0")),
+    Case("plan-no-shards-json", ["plan", "--run", "{tmp}/empty", "--max-groups", "2"],
+         ("empty/prompts/shards.json", "not found")),
+    Case("plan-shards-json-not-json", ["plan", "--run", "{plan_not_json}", "--max-groups", "2"],
+         ("shards.json", "not valid JSON")),
+    # rephrase
+    Case("rephrase-max-in-flight-0", ["rephrase", "--shard", "{shard}", "--max-in-flight", "0"],
+         ("argument --max-in-flight", "must be at least 1, got 0"), timeout=30),
+    Case("rephrase-engine-args-missing-file",
+         ["rephrase", "--shard", "{shard}", "--engine-args", "@{tmp}/missing.json"],
+         ("--engine-args @", "missing.json", "file not found")),
+    Case("rephrase-engine-args-not-an-object",
+         ["rephrase", "--shard", "{shard}", "--engine-args", "[1, 2]"],
+         ("--engine-args", "expected a JSON object")),
+    Case("rephrase-engine-key-vllm-rejects",
+         ["rephrase", "--shard", "{shard}", "--engine-args", '{{"max_num_seq": 8}}'],
+         ("--engine-args", "'max_num_seq'", "not a vLLM engine argument")),
+    Case("rephrase-sampling-key-in-engine-args",
+         ["rephrase", "--shard", "{shard}", "--engine-args", '{{"temperature": 0.2}}'],
+         ("--engine-args", "'temperature'", "is a sampling parameter")),
+    Case("rephrase-top-p-above-1", ["rephrase", "--shard", "{shard}", "--top-p", "1.5"],
+         ("argument --top-p", "must be in (0, 1], got 1.5")),
+    Case("rephrase-tuned-file-bad-key",
+         ["rephrase", "--shard", "{shard}", "--model", "{tuned_model}"],
+         ("synthfactory-engine.json", "'max_batch'", "not a vLLM engine argument")),
+    Case("rephrase-shard-missing", ["rephrase", "--shard", "{tmp}/prompts/shard-00009.parquet"],
+         ("--shard", "shard-00009.parquet", "not found")),
+    Case("rephrase-checkpoint-rows-0", ["rephrase", "--shard", "{shard}", "--checkpoint-rows", "0"],
+         ("argument --checkpoint-rows", "must be at least 1, got 0")),
+    # validate
+    Case("validate-not-a-shard-name", ["validate", "--shard", "{not_a_shard}"],
+         ("--shard", "prompts.parquet", "not a prompt shard name")),
+    Case("validate-shard-not-committed", ["validate", "--shard", "{shard}"],
+         ("shard-00000", "not committed")),
+    Case("validate-max-repetition-above-1",
+         ["validate", "--shard", "{shard}", "--max-repetition", "2"],
+         ("argument --max-repetition", "must be between 0 and 1")),
+    # register
+    Case("register-catalog-unreachable",
+         ["register", "--run", "{committed}", "--table", "synth.rephrased",
+          "--catalog-uri", UNREACHABLE_DB],
+         ("127.0.0.1:1", "cannot reach the catalog database", "Connection refused"),
+         timeout=60),
+    Case("register-not-a-run", ["register", "--run", "{tmp}/empty", "--table", "synth.rephrased",
+                                "--catalog-uri", "sqlite:///{tmp}/catalog.db"],
+         ("empty/prompts/shards.json", "not found")),
+    Case("register-table-without-namespace",
+         ["register", "--run", "{committed}", "--table", "rephrased",
+          "--catalog-uri", "sqlite:///{tmp}/catalog.db"],
+         ("--table 'rephrased'", "expected NAMESPACE.TABLE")),
+    # catalog
+    Case("catalog-list-unknown-namespace",
+         ["catalog", "list", "--namespace", "nope", "--catalog-uri", "sqlite:///{tmp}/catalog.db",
+          "--warehouse", "{tmp}/warehouse"],
+         ("--namespace nope", "no such namespace")),
+    Case("catalog-show-unknown-table",
+         ["catalog", "show", "nope.table", "--catalog-uri", "sqlite:///{tmp}/catalog.db",
+          "--warehouse", "{tmp}/warehouse"],
+         ("nope.table", "no such table")),
+    Case("catalog-list-unreachable", ["catalog", "list", "--catalog-uri", UNREACHABLE_DB],
+         ("127.0.0.1:1", "cannot reach the catalog database"), timeout=60),
+    Case("catalog-no-action", ["catalog"], ("the following arguments are required: action",)),
+    # smoke
+    Case("smoke-d-model-not-divisible-by-heads",
+         ["smoke", "--spec", "{spec}", "--d-model", "30", "--heads", "4"],
+         ("--d-model 30", "not divisible by --heads 4")),
+    Case("smoke-spec-missing", ["smoke", "--spec", "{tmp}/nope.json"],
+         ("nope.json", "not found")),
+    Case("smoke-steps-0", ["smoke", "--spec", "{spec}", "--steps", "0"],
+         ("argument --steps", "must be at least 1, got 0")),
+    Case("smoke-dp-rank-not-below-dp", ["smoke", "--spec", "{spec}", "--dp", "2", "--dp-rank", "2"],
+         ("--dp-rank 2", "must be below --dp 2")),
+    # preview-lengths
+    Case("preview-spec-missing", ["preview-lengths", "--spec", "{tmp}/nope.json"],
+         ("nope.json", "not found")),
+    Case("preview-spec-unknown-type", ["preview-lengths", "--spec", "{bad_spec}"],
+         ("bad-spec.json", "unknown type 'gaussian'")),
+    Case("preview-png-under-a-file",
+         ["preview-lengths", "--spec", "{spec}", "--samples", "200", "--steps", "2",
+          "--png", "{a_file}/lengths.png"],
+         ("a-file.txt/lengths.png", "cannot write")),
+    Case("preview-seq-len-0", ["preview-lengths", "--spec", "{spec}", "--seq-len", "0"],
+         ("argument --seq-len", "must be at least 1, got 0")),
+    # sweep
+    Case("sweep-grid-is-a-folder",
+         ["sweep", "--shard", "{shard}", "--grid", "{tmp}/empty", "--out", "{tmp}/sweep",
+          "--no-apply"],
+         ("--grid", "empty", "is a folder")),
+    Case("sweep-trial-timeout-0",
+         ["sweep", "--shard", "{shard}", "--grid", "{grid}", "--out", "{tmp}/sweep",
+          "--trial-timeout", "0"],
+         ("argument --trial-timeout", "must be greater than 0")),
+    Case("sweep-grid-engine-key-vllm-rejects",
+         ["sweep", "--shard", "{shard}", "--grid", '{{"max_num_seq": [4, 8]}}',
+          "--out", "{tmp}/sweep", "--no-apply"],
+         ("--grid configuration max_num_seq=4", "not a vLLM engine argument")),
+    Case("sweep-grid-missing-file",
+         ["sweep", "--shard", "{shard}", "--grid", "{tmp}/nope.json", "--out", "{tmp}/sweep",
+          "--no-apply"],
+         ("--grid", "nope.json", "not found")),
+]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict[str, str]:
+    """Every input the cases point at, built once in a fresh folder."""
+    tmp = tmp_path_factory.mktemp("bad-inputs")
+    paths = {"tmp": str(tmp)}
+    (tmp / "empty").mkdir()
+    (tmp / "a-file.txt").write_text("a regular file, where a folder is expected\n")
+    paths["a_file"] = str(tmp / "a-file.txt")
+
+    # A prompt shard and its run (shards.json), as stitch writes them.
+    run = f"file://{tmp}/run"
+    shard = write_prompt_shard(run, 0, rows=6)
+    entry = {"name": "shard-00000", "url": shard, "rows": 6, "tokens": 600}
+    storage.write_json(f"{run}/prompts/shards.json", {"shards": [entry], "prompt_rows": 6})
+    paths.update(run=run, shard=shard)
+    storage.write_table(storage.read_table(shard), f"{run}/prompts/prompts.parquet")
+    paths["not_a_shard"] = f"{run}/prompts/prompts.parquet"
+    for key in ("tokens", "rows", "url"):
+        other = f"file://{tmp}/plan-no-{key}"
+        without = {k: v for k, v in entry.items() if k != key}
+        storage.write_json(f"{other}/prompts/shards.json", {"shards": [without]})
+        paths[f"plan_no_{key}"] = other
+    storage.write_bytes(f"file://{tmp}/plan-not-json/prompts/shards.json", b'{"shards": [')
+    paths["plan_not_json"] = f"file://{tmp}/plan-not-json"
+
+    # A committed, validated run (the real worker, with the echo engine for the model).
+    committed = f"file://{tmp}/committed"
+    done = write_prompt_shard(committed, 0, rows=4)
+    storage.write_json(f"{committed}/prompts/shards.json", {
+        "shards": [{"name": "shard-00000", "url": done, "rows": 4, "tokens": 400}],
+        "prompt_rows": 4})
+    rephrase_shard(done, None, lambda: EchoEngine(), WorkerOptions(model="echo"))
+    validate_shard(done, committed, 0.5)
+    paths["committed"] = committed
+
+    # A model folder whose tuned engine file holds a key vLLM does not know.
+    tuned = tmp / "tuned-model"
+    tuned.mkdir()
+    (tuned / "synthfactory-engine.json").write_text(json.dumps({"engine_args": {"max_batch": 8}}))
+    paths["tuned_model"] = str(tuned)
+
+    # Seed documents whose id column is a list: Spark's reader fails with pyarrow's error.
+    (tmp / "corpus").mkdir()
+    pq.write_table(pa.table({"id": pa.array([[1, 2], [3]]), "text": ["a document", "another"]}),
+                   tmp / "corpus" / "part-00000.parquet")
+    (tmp / "manifest").mkdir()
+    pq.write_table(pa.table({"key": [f"file://{tmp}/corpus/part-00000.parquet"]}),
+                   tmp / "manifest" / "part-00000.parquet")
+    paths["manifest"] = str(tmp / "manifest")
+    paths["model"] = _word_level_model(tmp / "model")
+
+    paths["spec"] = str(REPO / "examples" / "lengths" / "bimodal.json")
+    (tmp / "bad-spec.json").write_text(json.dumps({"type": "gaussian", "mean": 100}))
+    paths["bad_spec"] = str(tmp / "bad-spec.json")
+    (tmp / "grid.json").write_text(json.dumps({"max_num_seqs": [4]}))
+    paths["grid"] = str(tmp / "grid.json")
+    return paths
+
+
+def _word_level_model(folder: Path) -> str:
+    """A model folder holding only a tiny real tokenizer.json (stitch counts tokens)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text(tokenizer.to_str())
+    return str(folder)
+
+
+def run_cli(argv: list[str], cwd: str, env: dict[str, str] | None = None,
+            timeout: float = DEFAULT_TIMEOUT) -> tuple[int | None, str, float]:
+    """(exit code or None on timeout, stderr, seconds) of the real console script."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SYNTHFACTORY_", "AWS_", "PYICEBERG_"))}
+    clean |= {"SYNTHFACTORY_HOME": cwd, **(env or {})}
+    started = time.monotonic()
+    try:
+        done = subprocess.run([str(SCRIPT), *argv], cwd=cwd, env=clean, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        return None, stderr or "", time.monotonic() - started
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def last_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.id, marks=c.marks) for c in CASES])
+def test_bad_input_is_one_line_naming_it(case: Case, world: dict[str, str]):
+    argv = [arg.format(**world) for arg in case.argv]
+    code, stderr, seconds = run_cli(argv, world["tmp"], case.env, case.timeout)
+    name = case.argv[0]
+    assert code is not None, f"hung: no exit within {case.timeout}s ({seconds:.0f}s)"
+    assert code != 0, f"exit 0 for a bad input; stderr:\n{stderr[-2000:]}"
+    assert "Traceback" not in stderr, stderr[-4000:]
+    line = last_line(stderr)
+    assert line.startswith(f"synthfactory {name}: error: "), stderr[-2000:]
+    missing = [e for e in case.expect if e not in line]
+    assert not missing, f"{missing} not in the last line: {line}"
+    # Every case here is a known bad input: a specific message, not the catch-all's.
+    assert "rerun with --debug for the traceback" not in line, line
+
+
+def test_matrix_covers_every_subcommand():
+    covered = {case.argv[0] for case in CASES}
+    assert set(cli.COMMANDS) - covered <= {"audit", "report"}  # others' issue-12 items
+    assert len(CASES) >= 30
+
+
+# The catch-all: an exception nobody turned into ours is still one line, with a hint.
+
+class _Boom(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def exploding_plan(monkeypatch):
+    import synthfactory.plan as plan
+
+    def run(args):
+        raise _Boom("the disk\nis on fire")
+
+    monkeypatch.setattr(plan, "run", run)
+
+
+def test_unexpected_error_is_one_line_with_a_hint(exploding_plan, capsys, monkeypatch):
+    monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")  # restored after: main() may set it
+    code = cli.main(["plan", "--run", "file:///nowhere", "--max-groups", "1"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    assert last_line(err) == ("synthfactory plan: error: _Boom: the disk is on fire "
+                              "(rerun with --debug for the traceback)")
+
+
+@pytest.mark.parametrize("where", ["first", "last", "env"])
+def test_debug_shows_the_traceback(exploding_plan, capsys, monkeypatch, where):
+    monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")  # restored after: main() may set it
+    argv = ["plan", "--run", "file:///nowhere", "--max-groups", "1"]
+    if where == "env":
+        monkeypatch.setenv("SYNTHFACTORY_DEBUG", "1")
+    else:
+        argv = ["--debug", *argv] if where == "first" else [*argv, "--debug"]
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback (most recent call last)" in err and "_Boom: the disk" in err
+    assert last_line(err) == "synthfactory plan: error: _Boom: the disk is on fire"
+
+
+def test_debug_after_double_dash_is_passed_on():
+    argv, debug = cli.split_debug(["plan", "--run", "x", "--", "--debug"])
+    assert (argv, debug) == (["plan", "--run", "x", "--", "--debug"], False)
+
+
+def test_interrupt_exits_130(monkeypatch, capsys):
+    import synthfactory.plan as plan
+
+    def run(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan, "run", run)
+    assert cli.main(["plan", "--run", "file:///nowhere", "--max-groups", "1"]) == 130
+    assert last_line(capsys.readouterr().err) == "synthfactory plan: interrupted"
+
+
+def test_bad_option_is_still_argparse_usage(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["plan", "--run", "x", "--max-groups", "zero"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith("usage: synthfactory plan")
+    assert last_line(err) == ("synthfactory plan: error: argument --max-groups: "
+                              "'zero' is not an integer")
