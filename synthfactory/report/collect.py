@@ -13,9 +13,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from synthfactory import storage
 from synthfactory.catalog.run_reader import COMMITTED
 from synthfactory.layout import RunLayout
+from synthfactory.validate import length_stats  # the same statistics as validation/*.json
 
 EXAMPLES = 3
 EXCERPT_CHARS = 600
@@ -49,15 +52,6 @@ def _column(urls: list[str], name: str) -> list:
     for url in urls:
         values += storage.read_table(url, columns=[name]).column(name).to_pylist()
     return values
-
-
-def stats(values: list[int]) -> dict:
-    if not values:
-        return {"count": 0}
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"count": len(ordered), "min": ordered[0], "p50": pick(0.5), "p90": pick(0.9),
-            "max": ordered[-1], "mean": round(sum(ordered) / len(ordered), 1)}
 
 
 def collect(run_url: str, gpu_hour_usd: float) -> tuple[dict, Lengths]:
@@ -120,8 +114,8 @@ def collect(run_url: str, gpu_hour_usd: float) -> tuple[dict, Lengths]:
         },
         "cost": _cost(device_s, sum(s["output_tokens"] for s in committed), gpu_hour_usd),
         "shards": shards,
-        "lengths": {"prompt_tokens": stats(lengths.prompt),
-                    "output_tokens": stats(lengths.output)},
+        "lengths": {"prompt_tokens": length_stats(np.asarray(lengths.prompt)),
+                    "output_tokens": length_stats(np.asarray(lengths.output))},
         "examples": _examples(layout, plan),
     }
     return report, lengths
