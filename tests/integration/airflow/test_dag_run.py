@@ -6,7 +6,6 @@ copy of the run's rows."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -29,33 +28,21 @@ def _last_json(stdout: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dagrun")
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(ROOT)}
-    subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/corpus", "--days", "2",
-                    "--docs-per-day", "10", "--end-date", "2026-11-29"],
-                   check=True, capture_output=True, env=env)
-    subprocess.run([str(AIRFLOW), "db", "migrate"], check=True, capture_output=True, env=env)
-    conf = {"source": f"file://{tmp}/corpus", "output_root": f"file://{tmp}/data",
-            "catalog_uri": f"sqlite:///{tmp}/catalog.db", "warehouse": f"file://{tmp}/warehouse",
-            "templates": ["summary", "qa"], "styles_per_doc": 1, "shard_tokens": 2048,
-            "max_new_tokens": 24, "checkpoint_rows": 4, "max_shard_groups": 2,
-            "smoke_steps": 3}
+def demo(dag_run):
+    """The session's DAG run (conftest.py): PostgreSQL catalog, S3 warehouse."""
+    return dag_run.tmp, dag_run.conf, dag_run.first, dag_run.second
 
-    def run_dag() -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(AIRFLOW), "dags", "test", "synthetic_rephrase", "2026-11-30T00:00:00+00:00",
-             "--conf", json.dumps(conf)],
-            capture_output=True, text=True, env=env, timeout=900,
-        )
 
-    first = run_dag()
-    second = run_dag()
-    return tmp, conf, first, second
+@pytest.fixture(scope="module")
+def catalog_show(dag_run):
+    """``catalog show`` of the run's catalog, its URI and keys in the environment."""
+    def show() -> dict:
+        shown = subprocess.run(
+            [str(WORKER), "catalog", "show", "synthetic.rephrased", "--warehouse",
+             dag_run.conf["warehouse"]],
+            capture_output=True, text=True, check=True, env=dag_run.worker_env)
+        return _last_json(shown.stdout)
+    return show
 
 
 def _task_states(log: str) -> str:
@@ -78,14 +65,10 @@ def test_dag_run_succeeds_end_to_end(demo):
     assert len(list(run.glob("validation/shard-*.json"))) == len(plan["shards"])
 
 
-def test_catalog_table_holds_the_run_and_asset_event_carries_it(demo):
+def test_catalog_table_holds_the_run_and_asset_event_carries_it(demo, catalog_show):
     tmp, conf, first, _ = demo
     assert first.returncode == 0
-    shown = subprocess.run(
-        [str(WORKER), "catalog", "show", "synthetic.rephrased", "--catalog-uri",
-         conf["catalog_uri"], "--warehouse", conf["warehouse"]],
-        capture_output=True, text=True, check=True)
-    table = _last_json(shown.stdout)
+    table = catalog_show()
     run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"
     commits = [json.loads(p.read_text()) for p in run.glob("generated/*/_COMMITTED.json")]
     assert table["rows"] == sum(c["rows_generated"] for c in commits)
@@ -100,14 +83,10 @@ def test_catalog_table_holds_the_run_and_asset_event_carries_it(demo):
     assert event["templates"] and event["model"].endswith("SmolLM2-135M-Instruct")
 
 
-def test_rerun_of_the_interval_redoes_nothing_and_keeps_one_copy(demo):
+def test_rerun_of_the_interval_redoes_nothing_and_keeps_one_copy(demo, catalog_show):
     tmp, conf, first, second = demo
     assert second.returncode == 0, _task_states(second.stdout + second.stderr)
     assert "already committed" in second.stdout + second.stderr
-    shown = subprocess.run(
-        [str(WORKER), "catalog", "show", "synthetic.rephrased", "--catalog-uri",
-         conf["catalog_uri"], "--warehouse", conf["warehouse"]],
-        capture_output=True, text=True, check=True)
     run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"
     commits = [json.loads(p.read_text()) for p in run.glob("generated/*/_COMMITTED.json")]
-    assert _last_json(shown.stdout)["rows"] == sum(c["rows_generated"] for c in commits)
+    assert catalog_show()["rows"] == sum(c["rows_generated"] for c in commits)

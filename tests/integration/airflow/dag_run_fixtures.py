@@ -1,0 +1,175 @@
+"""One whole synthetic_rephrase run (twice: the rerun resumes), shared by the tests of
+this folder: a DAG run costs minutes on 2 cores, so it happens once per session.
+
+It runs in the production shape as far as one machine allows: the catalog database is
+a PostgreSQL role reached through an Airflow connection with a password, the warehouse
+is on S3 (a moto server that checks request signatures) reached through an Airflow AWS
+connection. The password and the secret key are canaries test_secrets.py searches for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
+MOTO_SERVER = ROOT / ".venv-worker" / "bin" / "moto_server"
+AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
+MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
+CATALOG_CONN_ID = "synthfactory_catalog"
+AWS_CONN_ID = "synthfactory_aws"
+BUCKET = "lake"
+REGION = "us-east-1"
+# seconds per `airflow dags test`; a shared, loaded machine may need more
+DAG_TEST_TIMEOUT = int(os.environ.get("SYNTHFACTORY_DAG_TEST_TIMEOUT", "900"))
+
+
+@dataclass
+class DagRun:
+    tmp: Path
+    conf: dict
+    first: subprocess.CompletedProcess
+    second: subprocess.CompletedProcess
+    airflow_env: dict[str, str]
+    worker_env: dict[str, str]  # what a step of this run gets: catalog URI, AWS keys
+    canaries: dict[str, str] = field(default_factory=dict)  # name -> secret value
+    pg_role: str = ""
+    s3_endpoint: str = ""
+
+    @property
+    def run_folder(self) -> Path:
+        return self.tmp / "data" / "synthetic_rephrase" / "2026-11-29"  # the interval's day
+
+
+def _missing(service: str) -> None:
+    """With CI=true a missing service fails the suite; elsewhere the tests skip."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{service} is required with CI=true")
+    pytest.skip(f"needs {service}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def canary_pg_role():
+    """A login role with a canary password and a database it owns (PostgreSQL here
+    trusts 127.0.0.1, so the role and database, not the password, prove which
+    connection was used)."""
+    import psycopg2  # apache-airflow[postgres]
+
+    try:
+        admin = psycopg2.connect(connect_timeout=3, **PG)
+    except psycopg2.OperationalError:
+        _missing("PostgreSQL on 127.0.0.1:5432")
+    admin.autocommit = True
+    name = "sf_canary_" + secrets.token_hex(4)
+    password = "pgcanary-" + secrets.token_hex(8)
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE ROLE {name} LOGIN PASSWORD %s", (password,))
+        cur.execute(f"CREATE DATABASE {name} OWNER {name}")
+    yield name, password
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        cur.execute(f"DROP ROLE IF EXISTS {name}")
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+def signing_s3():
+    """A moto S3 server that authenticates requests (signature checked against an IAM
+    access key it generated), so only the right secret key can write the warehouse."""
+    if not MOTO_SERVER.exists():
+        _missing(".venv-worker's moto_server")
+    import boto3
+
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    # The first three requests (the IAM set-up below) are let through unauthenticated.
+    server = subprocess.Popen(
+        [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        anonymous = {"endpoint_url": endpoint, "region_name": REGION,
+                     "aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
+        iam = boto3.client("iam", **anonymous)
+        iam.create_user(UserName="synthfactory")
+        iam.put_user_policy(UserName="synthfactory", PolicyName="s3", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17",
+             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="synthfactory")["AccessKey"]
+        boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
+                     aws_access_key_id=key["AccessKeyId"],
+                     aws_secret_access_key=key["SecretAccessKey"]).create_bucket(Bucket=BUCKET)
+        yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
+    if not (WORKER.exists() and (MODEL / "config.json").exists()):
+        pytest.skip("needs .venv-worker and the prepared model (make setup)")
+    tmp = tmp_path_factory.mktemp("dagrun")
+    role, pg_password = canary_pg_role
+    endpoint, key_id, secret_key = signing_s3
+    catalog_conn = {"conn_type": "postgres", "host": PG["host"], "port": PG["port"],
+                    "login": role, "password": pg_password, "schema": role}
+    aws_conn = {"conn_type": "aws", "login": key_id, "password": secret_key,
+                "extra": {"endpoint_url": endpoint, "region_name": REGION}}
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(ROOT),
+           f"AIRFLOW_CONN_{CATALOG_CONN_ID.upper()}": json.dumps(catalog_conn),
+           f"AIRFLOW_CONN_{AWS_CONN_ID.upper()}": json.dumps(aws_conn),
+           "SYNTHFACTORY_AWS_CONN_ID": AWS_CONN_ID}
+    subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/corpus", "--days", "2",
+                    "--docs-per-day", "10", "--end-date", "2026-11-29"],
+                   check=True, capture_output=True, env=env)
+    subprocess.run([str(AIRFLOW), "db", "migrate"], check=True, capture_output=True, env=env)
+    conf = {"source": f"file://{tmp}/corpus", "output_root": f"file://{tmp}/data",
+            "catalog_conn_id": CATALOG_CONN_ID, "warehouse": f"s3://{BUCKET}/warehouse",
+            "templates": ["summary", "qa"], "styles_per_doc": 1, "shard_tokens": 2048,
+            "max_new_tokens": 24, "checkpoint_rows": 4, "max_shard_groups": 2,
+            "smoke_steps": 3}
+
+    def run_dag() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(AIRFLOW), "dags", "test", "synthetic_rephrase", "2026-11-30T00:00:00+00:00",
+             "--conf", json.dumps(conf)],
+            capture_output=True, text=True, env=env, timeout=DAG_TEST_TIMEOUT,
+        )
+
+    worker_env = {**os.environ,
+                  "SYNTHFACTORY_CATALOG_URI": f"postgresql+psycopg2://{role}:{pg_password}@"
+                                              f"{PG['host']}:{PG['port']}/{role}",
+                  "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret_key,
+                  "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION}
+    return DagRun(tmp=tmp, conf=conf, first=run_dag(), second=run_dag(), airflow_env=env,
+                  worker_env=worker_env,
+                  canaries={"catalog password": pg_password, "AWS secret key": secret_key},
+                  pg_role=role, s3_endpoint=endpoint)
