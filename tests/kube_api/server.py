@@ -10,7 +10,8 @@ plugins/capacity make, over plain HTTP with a bearer token from a kubeconfig):
 - ``pods/exec`` over the websocket subprotocol ``v4.channel.k8s.io`` (one channel byte before
   each binary frame, 0 stdin, 1 stdout, 2 stderr, the final Status JSON on channel 3);
 - nodes: list; secrets: create and get (for ``envFrom``); services: create, get, delete
-  (stored only).
+  (stored only); custom objects (``/apis/GROUP/VERSION/namespaces/NS/PLURAL``, a RayJob):
+  create, get, delete, stored only, their status set by the test (``set_custom_status``).
 
 What it does, as scheduler and kubelet:
 
@@ -161,6 +162,9 @@ class KubeApiDouble:
         self.events: list[dict] = []
         self.secrets: dict[tuple[str, str], dict] = {}
         self.services: dict[tuple[str, str], dict] = {}  # stored only: no endpoints, no DNS
+        # custom objects (a RayJob...): stored only; a test plays the controller through
+        # set_custom_status. Key: (group, version, namespace, plural, name)
+        self.custom: dict[tuple[str, str, str, str, str], dict] = {}
         self.created: list[dict] = []
         self.deleted: list[str] = []
         self.injected: list[tuple[str, str]] = []
@@ -538,6 +542,10 @@ class KubeApiDouble:
             web.post("/api/v1/namespaces/{ns}/services", self._create_service),
             web.get("/api/v1/namespaces/{ns}/services/{name}", self._service),
             web.delete("/api/v1/namespaces/{ns}/services/{name}", self._service),
+            web.post("/apis/{group}/{version}/namespaces/{ns}/{plural}", self._create_custom),
+            web.get("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", self._custom),
+            web.delete("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+                       self._custom),
         ])
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
@@ -743,6 +751,45 @@ class KubeApiDouble:
         if found is None:
             return self._json(404, status_body(404, "NotFound", f'services "{key[1]}" not found'))
         return self._json(200, found)
+
+    @staticmethod
+    def _custom_key(request: web.Request, name: str) -> tuple[str, str, str, str, str]:
+        m = request.match_info
+        return (m["group"], m["version"], m["ns"], m["plural"], name)
+
+    async def _create_custom(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        key = self._custom_key(request, body["metadata"]["name"])
+        with self.lock:
+            if key in self.custom:
+                return self._json(409, status_body(
+                    409, "AlreadyExists", f'{key[3]}.{key[0]} "{key[4]}" already exists'))
+            body["metadata"].update(namespace=key[2], uid=str(uuid.uuid4()),
+                                    resourceVersion=str(next(self._versions)),
+                                    creationTimestamp=now_iso())
+            self.custom[key] = body
+        return self._json(201, body)
+
+    async def _custom(self, request: web.Request) -> web.Response:
+        key = self._custom_key(request, request.match_info["name"])
+        with self.lock:
+            found = (self.custom.pop(key, None) if request.method == "DELETE"
+                     else copy.deepcopy(self.custom.get(key)))
+        if found is None:
+            return self._json(404, status_body(404, "NotFound",
+                                               f'{key[3]}.{key[0]} "{key[4]}" not found'))
+        return self._json(200, found)
+
+    def set_custom_status(self, group: str, plural: str, namespace: str, name: str,
+                          status: dict) -> None:
+        """Play the custom resource's controller: replace the object's status."""
+        with self.lock:
+            for key, obj in self.custom.items():
+                if (key[0], key[2], key[3], key[4]) == (group, namespace, plural, name):
+                    obj["status"] = copy.deepcopy(status)
+                    obj["metadata"]["resourceVersion"] = str(next(self._versions))
+                    return
+        raise KeyError(f"{plural}.{group} {namespace}/{name}")
 
     # -- exec (websocket, v4.channel.k8s.io) -------------------------------------------------
 
