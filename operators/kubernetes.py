@@ -9,6 +9,7 @@ costs at most one checkpoint of GPU time. Credentials come from a Kubernetes sec
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -58,6 +59,29 @@ CPU_POLICY = PodPolicy(
     schedule_timeout_seconds=900,
 )
 POLICIES = {"gpu": GPU_POLICY, "cpu": CPU_POLICY}
+# The rephrase pod asks for this many GPUs (and GPU_POLICY's cpu and memory per GPU), and
+# runs one engine replica per GPU (`rephrase --replicas`, docs/rephrase.md).
+GPUS_PARAM = "gpus_per_task"
+_QUANTITY = re.compile(r"^(\d+)([A-Za-z]*)$")
+
+
+def per_gpu(requests: dict[str, str], gpus: int) -> dict[str, str]:
+    """GPU_POLICY's quantities are per GPU: a pod of ``gpus`` GPUs asks ``gpus`` times."""
+    scaled = {}
+    for key, value in requests.items():
+        match = _QUANTITY.match(str(value))
+        scaled[key] = f"{int(match[1]) * gpus}{match[2]}" if match else str(value)
+    return scaled
+
+
+def per_gpu_template(requests: dict[str, str], param: str = GPUS_PARAM) -> dict[str, str]:
+    """The same, as templates over the run's Param (the capacity sensor renders them)."""
+    out = {}
+    for key, value in requests.items():
+        match = _QUANTITY.match(str(value))
+        out[key] = (f"{{{{ {match[1]} * params.{param} }}}}{match[2]}" if match
+                    else str(value))
+    return out
 
 
 class SynthfactoryPodOperator(KubernetesPodOperator):
@@ -67,12 +91,22 @@ class SynthfactoryPodOperator(KubernetesPodOperator):
         pod gets the pod-group name of this run and wave when it is built.
     """
 
-    def __init__(self, *, pod_group: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, pod_group: str | None = None, gpus_param: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pod_group = pod_group
+        self.gpus_param = gpus_param  # resources scale with this Param (an N-GPU pod)
 
     def build_pod_request_obj(self, context: Any = None, **kwargs: Any) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, **kwargs)
+        if self.gpus_param and context:
+            gpus = int(context["params"].get(self.gpus_param, 1))
+            for container in pod.spec.containers:
+                if container.name == self.base_container_name and container.resources:
+                    base = container.resources  # may be the operator's own object: not mutated
+                    container.resources = k8s.V1ResourceRequirements(
+                        requests=per_gpu(base.requests or {}, gpus),
+                        limits=per_gpu(base.limits or {}, gpus))
         if self.pod_group and context:
             pod.metadata.labels[POD_GROUP_LABEL] = pod_group_name(
                 context["ti"].dag_id, context["run_id"], self.pod_group)
@@ -123,6 +157,7 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str,
                    "synthfactory.io/pool": kind, **kueue["labels"]},
         "annotations": kueue["annotations"],
         "pod_group": kueue["pod_group"],
+        "gpus_param": GPUS_PARAM if step == "rephrase" else None,
         "priority_class_name": settings.priority_class or None,
         "container_resources": k8s.V1ResourceRequirements(
             requests=policy.requests, limits=policy.limits),
