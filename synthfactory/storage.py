@@ -91,7 +91,8 @@ def makedirs(url: str) -> None:
     except OSError as exc:
         if not isinstance(fs, pafs.LocalFileSystem):
             raise  # S3 errors stay OSError: retry and fault handling look for them
-        raise SynthfactoryError(f"{url}: cannot create the folder ({_os_reason(exc)})") from exc
+        reason = _file_in_the_way(path) or _os_reason(exc)
+        raise SynthfactoryError(f"{url}: cannot create the folder ({reason})") from exc
 
 
 def read_bytes(url: str) -> bytes:
@@ -118,7 +119,20 @@ def _write(url: str, write) -> None:
     except OSError as exc:  # unwritable, not a folder, disk full: name the target
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise SynthfactoryError(f"{url}: cannot write ({_os_reason(exc)})") from exc
+        reason = _file_in_the_way(parent) or _os_reason(exc)
+        raise SynthfactoryError(f"{url}: cannot write ({reason})") from exc
+
+
+def _file_in_the_way(path: str) -> str | None:
+    """The nearest existing ancestor of a local ``path`` when it is a file, not a folder
+    (the OS then says only "File exists" or "Not a directory")."""
+    above = path
+    while not os.path.lexists(above):
+        parent = os.path.dirname(above)
+        if parent == above:
+            return None
+        above = parent
+    return None if os.path.isdir(above) else f"{above} is a file, not a folder"
 
 
 def _os_reason(exc: OSError) -> str:

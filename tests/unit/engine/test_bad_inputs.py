@@ -47,7 +47,7 @@ class Case:
 CASES = [
     # corpus
     Case("corpus-out-under-a-file", ["corpus", "--out", "{a_file}/corpus", "--days", "1"],
-         ("a-file.txt/corpus", "cannot create the folder", "Not a directory")),
+         ("a-file.txt/corpus", "cannot create the folder", "a-file.txt is a file, not a folder")),
     Case("corpus-days-0", ["corpus", "--out", "{tmp}/corpus", "--days", "0"],
          ("argument --days", "must be at least 1, got 0")),
     Case("corpus-end-date-not-a-date",
@@ -204,7 +204,7 @@ CASES = [
     Case("preview-png-under-a-file",
          ["preview-lengths", "--spec", "{spec}", "--samples", "200", "--steps", "2",
           "--png", "{a_file}/lengths.png"],
-         ("a-file.txt/lengths.png", "cannot write")),
+         ("a-file.txt/lengths.png", "cannot write", "a-file.txt is a file, not a folder")),
     Case("preview-seq-len-0", ["preview-lengths", "--spec", "{spec}", "--seq-len", "0"],
          ("argument --seq-len", "must be at least 1, got 0")),
     # sweep
@@ -214,7 +214,7 @@ CASES = [
          ("--grid", "empty", "is a folder")),
     Case("sweep-trial-timeout-0",
          ["sweep", "--shard", "{shard}", "--grid", "{grid}", "--out", "{tmp}/sweep",
-          "--trial-timeout", "0"],
+          "--no-apply", "--trial-timeout", "0"],
          ("argument --trial-timeout", "must be greater than 0")),
     Case("sweep-grid-engine-key-vllm-rejects",
          ["sweep", "--shard", "{shard}", "--grid", '{{"max_num_seq": [4, 8]}}',

@@ -132,7 +132,6 @@ def test_keys_outside_the_template_are_reported(corpus, tmp_path):
         (["--source", "ftp://host/x"], "unsupported URL scheme"),
         (["--partition-template", "dt={date}"], "unknown placeholder {date}"),
         (["--scope", "partition"], "needs --partition-template"),
-        (["--workers", "0"], "--workers must be at least 1"),
     ],
 )
 def test_bad_input_is_a_clear_error(corpus, tmp_path, argv, problem):
@@ -141,6 +140,12 @@ def test_bad_input_is_a_clear_error(corpus, tmp_path, argv, problem):
     full = [x for k, v in {**base, **pairs}.items() for x in (k, v)]
     with pytest.raises(SynthfactoryError, match=problem.replace("{", r"\{").replace("}", r"\}")):
         crawl(*full)
+
+
+def test_zero_workers_is_refused_while_parsing(corpus, tmp_path, capsys):
+    with pytest.raises(SystemExit):  # argparse's error, before anything is listed
+        crawl("--source", str(corpus), "--out", str(tmp_path / "m"), "--workers", "0")
+    assert "argument --workers: must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_cli_prints_the_error_and_exits_1(tmp_path, capsys):

@@ -68,8 +68,10 @@ def test_preview_cli_text_report_and_errors(tmp_path, capsys):
                  "--steps", "1", "--samples", "50"]) == 0
     out = capsys.readouterr().out
     assert "p50 100" in out and "histogram:" in out and "padding_waste_fraction" in out
-    assert main(["preview-lengths", "--spec", spec, "--dp", "0"]) == 1
-    assert "--dp 0: must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse refuses it (docs/adr/0060)
+        main(["preview-lengths", "--spec", spec, "--dp", "0"])
+    assert exited.value.code == 2
+    assert "argument --dp: must be at least 1, got 0" in capsys.readouterr().err
     bad = write_spec(tmp_path, {"type": "buckets", "buckets": [{"min_len": 0, "max_len": 3}]},
                      name="bad.json")
     assert main(["preview-lengths", "--spec", bad]) == 1
