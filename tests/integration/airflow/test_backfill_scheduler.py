@@ -1,7 +1,9 @@
 """Scheduled runs and a backfill under a real Airflow scheduler (`airflow standalone`:
 scheduler, DAG processor, triggerer and API server on SQLite, LocalExecutor). Unpausing
 the DAG (catchup off) schedules the latest interval; a backfill adds two earlier days.
-Every run reads only its own day's partition and writes its own run folder."""
+Every run reads only its own day's partition and writes its own run folder. The days
+come from today's date in UTC, as the real scheduler sees it (it cannot be frozen from
+here: it runs in its own processes)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,12 +24,26 @@ ROOT = Path(__file__).resolve().parents[3]
 WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
 AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
 MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
-BACKFILL_DAYS = ["2026-11-27", "2026-11-28"]  # a backfill's logical date = interval start
 
 pytestmark = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()),
     reason="needs .venv-worker and the prepared model (make setup)",
 )
+
+
+def utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+def scheduled_day(today: date) -> str:
+    """With catchup off, unpausing schedules the latest complete daily interval:
+    yesterday's [today - 1, today) (docs/adr/0005)."""
+    return (today - timedelta(days=1)).isoformat()
+
+
+def backfill_days(today: date) -> list[str]:
+    """Two days before the scheduled one (a backfill's logical date = interval start)."""
+    return [(today - timedelta(days=n)).isoformat() for n in (3, 2)]
 
 
 def _free_port() -> int:
@@ -61,6 +79,19 @@ def _wait(predicate, seconds: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _while_locked(call, seconds: float = 180):
+    """Retry a call the API server answers 503: on SQLite it does so while the scheduler
+    holds the database lock ("Database is locked"), for long on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(3)
+
+
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("standalone")
@@ -75,28 +106,36 @@ def standalone(tmp_path_factory):
            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
            "AIRFLOW__CORE__PARALLELISM": "2",
            "AIRFLOW__API__PORT": str(port),
+           # the log servers' fixed ports (8793, 8794) clash with another standalone
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
            # task supervisors reach the API server here (default: port 8080)
            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
            "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+           # the 5 s default fails tasks on a loaded machine (SQLite lock waits)
+           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
            "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(tmp),
            "SYNTHFACTORY_WORKER_BIN": str(WORKER),
            # standalone starts its components as `airflow ...` from PATH
            "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/var/corpus", "--days", "4",
-                    "--docs-per-day", "3", "--end-date", "2026-11-29"],
+    today = utc_today()
+    # today's partition too: if the test runs across midnight the scheduler picks it
+    subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/var/corpus", "--days", "5",
+                    "--docs-per-day", "3", "--end-date", today.isoformat()],
                    check=True, capture_output=True, env=env)
     log = open(tmp / "standalone.log", "w")
     proc = subprocess.Popen([str(AIRFLOW), "standalone"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        _wait(lambda: Api(base).call("GET", "/api/v2/monitor/health"), 180, "the API server")
+        # minutes on a loaded 2-core machine: standalone starts five Airflow processes
+        _wait(lambda: Api(base).call("GET", "/api/v2/monitor/health"), 480, "the API server")
         passwords = tmp / "airflow" / "simple_auth_manager_passwords.json.generated"
         _wait(passwords.exists, 60, "the admin password")
         password = json.loads(passwords.read_text())["admin"]
         token = Api(base).call("POST", "/auth/token",
                                {"username": "admin", "password": password})["access_token"]
-        yield Api(base, token), tmp
+        yield Api(base, token), tmp, today
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the whole group: scheduler, API server, ...
         try:
@@ -107,18 +146,20 @@ def standalone(tmp_path_factory):
 
 
 def test_scheduled_run_and_backfill_each_read_their_own_day(standalone):
-    api, tmp = standalone
+    api, tmp, today = standalone
+    backfill = backfill_days(today)
     _wait(lambda: api.call("GET", "/api/v2/dags/synthetic_rephrase"), 180, "the DAG to parse")
     conf = {"source": f"file://{tmp}/var/corpus", "output_root": f"file://{tmp}/var/data",
             "catalog_uri": f"sqlite:///{tmp}/var/catalog/catalog.db",
             "warehouse": f"file://{tmp}/var/warehouse", "templates": ["summary"],
             "shard_tokens": 2048, "max_new_tokens": 16, "checkpoint_rows": 2,
             "max_shard_groups": 1, "smoke_steps": 2}
-    backfill = api.call("POST", "/api/v2/backfills", {
-        "dag_id": "synthetic_rephrase", "from_date": f"{BACKFILL_DAYS[0]}T00:00:00Z",
-        "to_date": f"{BACKFILL_DAYS[-1]}T00:00:00Z", "max_active_runs": 1,
-        "dag_run_conf": conf})
-    api.call("PATCH", "/api/v2/dags/synthetic_rephrase", {"is_paused": False})
+    created = _while_locked(lambda: api.call("POST", "/api/v2/backfills", {
+        "dag_id": "synthetic_rephrase", "from_date": f"{backfill[0]}T00:00:00Z",
+        "to_date": f"{backfill[-1]}T00:00:00Z", "max_active_runs": 1,
+        "dag_run_conf": conf}))
+    _while_locked(lambda: api.call("PATCH", "/api/v2/dags/synthetic_rephrase",
+                                   {"is_paused": False}))
 
     def finished():
         runs = api.call("GET", "/api/v2/dags/synthetic_rephrase/dagRuns")["dag_runs"]
@@ -127,15 +168,17 @@ def test_scheduled_run_and_backfill_each_read_their_own_day(standalone):
         return runs if done and kinds == {"backfill", "scheduled"} and len(runs) == 3 else None
 
     runs = _wait(finished, 1200, "the scheduled run and the backfill's runs")
-    assert backfill["id"] >= 1
+    assert created["id"] >= 1
     log_tail = (tmp / "standalone.log").read_text()[-3000:]
     assert {r["state"] for r in runs} == {"success"}, log_tail
     days = {r["run_type"]: [] for r in runs}
     for r in runs:
         days[r["run_type"]].append(r["data_interval_start"][:10])
-    assert sorted(days["backfill"]) == BACKFILL_DAYS
-    assert days["scheduled"] == ["2026-11-29"]  # catchup off: only the latest interval
-    for day in BACKFILL_DAYS + ["2026-11-29"]:
+    assert sorted(days["backfill"]) == backfill
+    # catchup off: only the latest interval (the one after midnight if the test crossed it)
+    (scheduled,) = days["scheduled"]
+    assert scheduled in {scheduled_day(today), scheduled_day(utc_today())}
+    for day in [*backfill, scheduled]:
         run = tmp / "var" / "data" / "synthetic_rephrase" / day
         summary = json.loads((run / "manifest" / "_SUMMARY.json").read_text())
         assert summary["objects"] == 1 and summary["partitions"] == 1  # its own day only
