@@ -171,8 +171,10 @@ def main() -> None:
         f"objects_per_s={ours['objects_per_s']:.0f} "
         f"paginator_objects_per_s={paginator['objects_per_s']:.0f} "
         f"speedup={ours['objects_per_s'] / paginator['objects_per_s']:.2f} "
-        f"peak_rss_mb={memory['ours']['rss_growth_mb']:.1f} "
-        f"baseline_peak_rss_mb={memory['paginator']['rss_growth_mb']:.1f}"
+        # growth of the peak RSS over the RSS after warm-up, at --memory-objects
+        f"memory_objects={args.memory_objects} "
+        f"rss_growth_mb={memory['ours']['rss_growth_mb']:.1f} "
+        f"baseline_rss_growth_mb={memory['paginator']['rss_growth_mb']:.1f}"
     )
 
 
