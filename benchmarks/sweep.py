@@ -5,6 +5,9 @@ Prompts: the Python standard library's docstrings (400-1200 characters) under th
 shipped ``encyclopedic`` template, i.e. what ``make demo`` rephrases. The grid is
 ``examples/sweep/cpu-benchmark.json``; the sweep adds the defaults (``{}``) itself, so
 the baseline is measured in the same run, on the same rows, after the same warm-up.
+After the search the sweep measures the defaults and its (backed-off) winner again in
+alternating rounds; the RESULT line's figures are those rounds' medians and ``gain``
+their ratio, which falls below 1 when the winner is not really faster (ADR 0066).
 
     .venv-worker/bin/python benchmarks/sweep.py [--sample-rows 16] [--max-new-tokens 64]
 """
@@ -29,6 +32,8 @@ from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
 from synthfactory.stitch.prompt_table import prompt_table  # noqa: E402
 from synthfactory.stitch.templates import load_template  # noqa: E402
+from synthfactory.sweep.grid import config_label  # noqa: E402
+from synthfactory.sweep.rematch import spread  # noqa: E402
 
 GRID = ROOT / "examples/sweep/cpu-benchmark.json"
 
@@ -66,13 +71,22 @@ def main() -> None:
         if proc.returncode != 0:
             sys.exit(f"sweep failed with code {proc.returncode}")
         summary = json.loads(result.read_text())
-    default, best = summary["baseline_tokens_per_s"], summary["best"]["output_tokens_per_s"]
     for label, kind in summary["failures"].items():
         print(f"failed: {label} ({kind})")
-    print(f"best: {summary['best']['label']}")
+    rematch = summary["rematch"]
+    if not rematch or rematch.get("gain") is None:
+        sys.exit(f"no rematch against the defaults: {rematch and rematch.get('error')}")
+    print(f"fastest in the search: {summary['best']['label']} "
+          f"({summary['best']['output_tokens_per_s']:.1f} tokens/s, defaults "
+          f"{summary['baseline_tokens_per_s']:.1f}); winner re-measured: "
+          f"{config_label(rematch['winner_config'])}")
+    # default/best: medians of the alternating rematch rounds, gain = their ratio
     print(f"RESULT sweep configs={summary['configs']} failed={summary['failed']} "
-          f"default_tokens_per_s={default:.1f} best_tokens_per_s={best:.1f} "
-          f"gain={best / default:.2f}")
+          f"default_tokens_per_s={rematch['default_median']:.1f} "
+          f"best_tokens_per_s={rematch['winner_median']:.1f} gain={rematch['gain']:.2f} "
+          f"rounds={rematch['rounds']} "
+          f"default_spread={spread(rematch['default_tokens_per_s'])} "
+          f"best_spread={spread(rematch['winner_tokens_per_s'])}")
 
 
 if __name__ == "__main__":
