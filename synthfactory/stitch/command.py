@@ -12,6 +12,7 @@ from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
 from synthfactory.stitch.job import StitchConfig, stitch
+from synthfactory.stitch.spark_conf import session_conf
 from synthfactory.stitch.spark_errors import (
     check_master,
     our_error,
@@ -44,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=positive_int, default=8,
                         help="Spark partitions for reading, sorting and shuffles (scale out: "
                              "about 2-3 per executor core)")
+    parser.add_argument("--executors", type=positive_int, default=None,
+                        help="executors on a cluster master (spark://, k8s://); ignored locally")
+    parser.add_argument("--executor-cores", type=positive_int, default=None)
+    parser.add_argument("--executor-memory", default=None, help="JVM heap per executor, e.g. 4g")
 
 
 def manifest_files(manifest_url: str) -> list[str]:
@@ -90,8 +95,9 @@ def run(args: argparse.Namespace) -> dict:
     check_master(args.master)
     tokenizer_json(cfg.model_dir)  # a missing tokenizer fails here, not after Spark starts
     started = time.monotonic()
+    conf = session_conf(args.master, args.executors, args.executor_cores, args.executor_memory)
     try:
-        spark = spark_session(args.master)
+        spark = spark_session(args.master, conf=conf)
     except Exception as exc:  # no Java, no cluster: Spark's own words, on one line
         raise SynthfactoryError(
             f"--master {args.master}: Spark did not start ({spark_reason(exc)})") from exc
