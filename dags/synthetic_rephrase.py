@@ -108,6 +108,14 @@ params = {
                                       "to run executors as pods; docs/stitch.md)"),
     "spark_partitions": Param(8, type="integer", minimum=1, section=PROMPTS,
                               description="Spark partitions of the stitch job"),
+    "spark_executors": Param(2, type="integer", minimum=1, section=PROMPTS,
+                             description="Spark executors (executor pods on k8s://; "
+                                         "ignored by local[*])"),
+    "spark_executor_cores": Param(2, type="integer", minimum=1, section=PROMPTS,
+                                  description="cores per Spark executor"),
+    "spark_executor_memory": Param("4g", type="string", pattern=r"^[1-9][0-9]*[mg]$",
+                                   section=PROMPTS,
+                                   description="JVM heap per Spark executor, e.g. 4g"),
     "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192, section=MODEL,
                             description="most tokens generated per rephrasing"),
     "max_model_len": Param(2048, type="integer", minimum=256, section=MODEL,
@@ -170,7 +178,7 @@ with DAG(
                    "--partition-template", "{{ params.partition_template }}"],
         **step_kwargs("cpu", SETTINGS, "crawl_metadata"),
     )
-    stitch = Step(
+    stitch = step_operator_class(SETTINGS, spark_driver=True)(
         task_id="stitch_prompts",
         arguments=["stitch", "--manifest", RUN + "/manifest", "--out", RUN,
                    "--templates", "{{ params.templates | join(',') }}",
@@ -180,8 +188,11 @@ with DAG(
                    "--max-model-len", "{{ params.max_model_len }}",
                    "--model", "{{ params.model }}",
                    "--master", "{{ params.spark_master }}",
-                   "--partitions", "{{ params.spark_partitions }}"],
-        **step_kwargs("cpu", SETTINGS, "stitch_prompts"),
+                   "--partitions", "{{ params.spark_partitions }}",
+                   "--executors", "{{ params.spark_executors }}",
+                   "--executor-cores", "{{ params.spark_executor_cores }}",
+                   "--executor-memory", "{{ params.spark_executor_memory }}"],
+        **step_kwargs("cpu", SETTINGS, "stitch_prompts", spark_driver=True),
     )
     plan = Step(
         task_id="plan_shards",

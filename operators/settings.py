@@ -53,6 +53,10 @@ class Settings:
     catalog_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_CATALOG_CONN_ID", ""))
     gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
     cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
+    # kubernetes runner: the stitch pod (Spark driver) may create executor pods
+    # (deploy/spark-rbac.yaml)
+    spark_service_account: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_SPARK_SERVICE_ACCOUNT", "synthfactory-spark"))
     # kubernetes runner: a Kueue LocalQueue for every pod (empty: no Kueue), and how long
     # a pod may wait for admission on top of its schedule timeout (docs/adr/0086)
     kueue_queue: str = field(default_factory=lambda: _env("SYNTHFACTORY_KUEUE_QUEUE", ""))

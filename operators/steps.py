@@ -9,7 +9,13 @@ from typing import Any
 from operators.settings import Settings
 
 
-def step_operator_class(settings: Settings) -> type:
+def step_operator_class(settings: Settings, spark_driver: bool = False) -> type:
+    """``spark_driver``: the step runs a Spark driver (stitch), on Kubernetes in client
+    mode with executor pods (operators/spark_kubernetes.py)."""
+    if settings.runner == "kubernetes" and spark_driver:
+        from operators.spark_kubernetes import SparkDriverPodOperator
+
+        return SparkDriverPodOperator
     if settings.runner == "kubernetes":
         from operators.kubernetes import SynthfactoryPodOperator
 
@@ -20,9 +26,13 @@ def step_operator_class(settings: Settings) -> type:
 
 
 def step_kwargs(kind: str, settings: Settings, step: str,
-                gang_size: str | None = None) -> dict[str, Any]:
+                gang_size: str | None = None, spark_driver: bool = False) -> dict[str, Any]:
     """Runner-specific keyword arguments for a step of ``kind`` (cpu|gpu); ``gang_size``
     (a wave's pod count, templated) makes its pods one Kueue pod group on Kubernetes."""
+    if settings.runner == "kubernetes" and spark_driver:
+        from operators.spark_kubernetes import driver_pod_kwargs
+
+        return driver_pod_kwargs(settings, step)
     if settings.runner == "kubernetes":
         from operators.kubernetes import pod_operator_kwargs
 
