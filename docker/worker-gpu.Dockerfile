@@ -47,6 +47,12 @@ RUN if id ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/synthfactory synthfactory \
     && mkdir -p /var/lib/synthfactory/spark /airflow/xcom \
     && chown -R 1000:1000 /home/synthfactory /var/lib/synthfactory /airflow
+# Spark executors (the stitch job on Kubernetes) are pods of this image started with the
+# argument "executor": the entrypoint turns that into Spark's executor JVM and runs any
+# other command as given (docs/stitch.md).
+ENV SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/opt/venv/bin/python
+COPY docker/spark-entrypoint.sh /usr/local/bin/spark-entrypoint
 USER 1000:1000
-ENTRYPOINT ["tini", "--"]
+ENTRYPOINT ["tini", "--", "spark-entrypoint"]
 CMD ["synthfactory", "--help"]
