@@ -1,0 +1,126 @@
+"""Pod faults the kubernetes runner must survive or report, through `airflow dags test`
+against the Kubernetes API double:
+
+- a pod that no node can hold stays Pending past its schedule timeout: the task fails with
+  the provider's clear message and the scheduler's reason is on the pod;
+- the Airflow task process is killed (SIGKILL) while its pod runs, then the task runs again:
+  it reattaches to the running pod (``durable``) instead of starting a second one.
+
+(The rephrase pod killed mid-shard is in test_dag_on_kubernetes.py, on the whole DAG.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from tests.integration.kubernetes.e2e_support import (
+    cpu_cluster,
+    gpu_cluster,
+    needs_worker,
+    run_conf,
+)
+
+pytestmark = [pytest.mark.kubernetes_e2e, needs_worker]
+# its own run (the whole-DAG test runs the day after in the same Airflow database)
+REATTACH_DATE, REATTACH_DAY = "2026-11-29T00:00:00+00:00", "2026-11-28"
+
+PENDING_DAG = '''
+"""One CPU step as the DAG builds it, with a short schedule timeout and no retries."""
+import pendulum
+from airflow.sdk import DAG
+
+from operators.kubernetes import SynthfactoryPodOperator, pod_operator_kwargs
+from operators.settings import Settings
+
+with DAG("k8s_pending", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC")):
+    SynthfactoryPodOperator(
+        task_id="crawl_metadata", arguments=["crawl", "--help"],
+        **{**pod_operator_kwargs("cpu", Settings(), "crawl_metadata"),
+           "schedule_timeout_seconds": 4, "startup_check_interval_seconds": 1, "retries": 0})
+'''
+
+
+def test_a_pod_pending_past_its_schedule_timeout_fails_the_task_clearly(airflow_home, tmp_path):
+    dags = tmp_path / "dags"  # `dags test` wants the file inside the dags folder's bundle
+    dags.mkdir()
+    (dags / "k8s_pending.py").write_text(textwrap.dedent(PENDING_DAG))
+    cpu = cpu_cluster(tmp_path, cpu="1")  # the CPU policy requests 2 cores
+    with cpu:
+        started = time.monotonic()
+        done = subprocess.run(
+            airflow_home.dags_test("k8s_pending"), capture_output=True, text=True, timeout=300,
+            env=airflow_home.env({"cpu": cpu}, AIRFLOW__CORE__DAGS_FOLDER=str(dags)))
+        seconds = time.monotonic() - started
+        pods = cpu.pod_bodies()
+    log = done.stdout + done.stderr
+    assert "Pod took too long to be scheduled on the cluster" in log, log[-4000:]
+    assert airflow_home.task_instances("k8s_pending")[-1][3] == "failed"
+    assert len(cpu.created) == 1  # no retries: one pod, never started
+    assert [p["status"]["phase"] for p in pods] == ["Pending"]
+    condition = pods[0]["status"]["conditions"][0]
+    assert condition["reason"] == "Unschedulable" and "Insufficient cpu" in condition["message"]
+    assert seconds < 120
+
+
+def _log_requests(double, pod_name: str) -> int:
+    with double.lock:
+        return sum(1 for method, path in double.requests
+                   if method == "GET" and path.endswith(f"/pods/{pod_name}/log"))
+
+
+def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_path):
+    marker, release = tmp_path / "paused-crawl", tmp_path / "release-crawl"
+    cpu = cpu_cluster(tmp_path, SYNTHFACTORY_PAUSE_AT="crawl:part-written",
+                      SYNTHFACTORY_PAUSE_MARKER=str(marker),
+                      SYNTHFACTORY_PAUSE_RELEASE=str(release))
+    gpu = gpu_cluster(tmp_path)
+    only_crawl = ["--conf", json.dumps(run_conf(corpus, tmp_path)),
+                  "--mark-success-pattern", r"^(?!crawl_metadata$).*"]
+    argv = airflow_home.dags_test("synthetic_rephrase", *only_crawl, logical_date=REATTACH_DATE)
+    with cpu, gpu:
+        env = airflow_home.env({"cpu": cpu, "gpu": gpu})
+        first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            cpu.wait_for(marker.exists, timeout=240, what="the crawl pod pausing mid-step")
+        finally:
+            os.killpg(first.pid, signal.SIGKILL)  # the task process dies, its pod does not
+            first.wait()
+        with airflow_home.db() as db:  # what the scheduler does once the task's heartbeat stops
+            db.execute("UPDATE task_instance SET state = 'up_for_retry' WHERE state = 'running' "
+                       "AND dag_id = 'synthetic_rephrase' AND task_id = 'crawl_metadata'")
+        (pod,) = cpu.created
+        created_by_first_run = len(cpu.created)
+        assert cpu.pods[("synth", pod["name"])].process.poll() is None
+        followed = _log_requests(cpu, pod["name"])
+
+        second = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            # the second try follows the same pod's log: let the worker go on
+            cpu.wait_for(lambda: _log_requests(cpu, pod["name"]) > followed, timeout=240,
+                         what="the second try following the running pod")
+            release.write_text("go")
+            out, _ = second.communicate(timeout=300)
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+        created_by_second_run = len(cpu.created) - created_by_first_run
+    (tmp_path / "second-run.log").write_text(out)
+    crawl = airflow_home.task_instance("synthetic_rephrase", "crawl_metadata", REATTACH_DATE)
+    print(f"RESULT reattach: pods created by the killed task run {created_by_first_run}, "
+          f"by the task run after it {created_by_second_run}; crawl_metadata (try, state) "
+          f"{crawl}")
+    assert second.returncode == 0, out[-4000:]
+    assert (created_by_first_run, created_by_second_run) == (1, 0)
+    assert "Reusing existing pod" in out or "Reconnecting to pod" in out, out[-4000:]
+    assert crawl[1] == "success" and "state=success" in out
+    manifest = tmp_path / "data" / "synthetic_rephrase" / REATTACH_DAY / "manifest"
+    assert any(manifest.rglob("*.parquet")), "the reattached crawl wrote no manifest"
+    assert cpu.deleted == [pod["name"]]  # it succeeded, so it was deleted
