@@ -187,7 +187,7 @@ def test_not_in_any_pod_spec_of_the_kubernetes_runner(run, tmp_path):
         start = pendulum.datetime(2026, 11, 29, tz="UTC")
         context = {"params": {name: dag.params[name] for name in dag.params} | run.conf,
                    "data_interval_start": start, "data_interval_end": start.add(days=1),
-                   "run_id": "manual__canary", "ds": start.to_date_string()}
+                   "run_id": "manual__canary", "ds": start.to_date_string(), "dag": dag}
         specs = {}
         for task_id, task in tasks.items():
             mapped = {"shard.rephrase": "rephrase", "shard.validate": "validate"}.get(task_id)
