@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,9 +232,18 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> dict[str, str]:
+def world() -> Iterator[dict[str, str]]:
+    # Not tmp_path_factory: pytest keeps only the last 3 base folders of a user, so on a
+    # machine where other sessions start pytest, a folder can vanish mid-module.
+    tmp = Path(tempfile.mkdtemp(prefix="synthfactory-bad-inputs-"))
+    try:
+        yield build_world(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def build_world(tmp: Path) -> dict[str, str]:
     """Every input the cases point at, built once in a fresh folder."""
-    tmp = tmp_path_factory.mktemp("bad-inputs")
     paths = {"tmp": str(tmp)}
     (tmp / "empty").mkdir()
     (tmp / "a-file.txt").write_text("a regular file, where a folder is expected\n")
@@ -304,13 +317,17 @@ def run_cli(argv: list[str], cwd: str, env: dict[str, str] | None = None,
              if not k.startswith(("SYNTHFACTORY_", "AWS_", "PYICEBERG_"))}
     clean |= {"SYNTHFACTORY_HOME": cwd, **(env or {})}
     started = time.monotonic()
+    # its own session, so a hung case is killed with everything it started (Spark's JVM)
+    child = subprocess.Popen([str(SCRIPT), *argv], cwd=cwd, env=clean, text=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        done = subprocess.run([str(SCRIPT), *argv], cwd=cwd, env=clean, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
-        return None, stderr or "", time.monotonic() - started
-    return done.returncode, done.stderr, time.monotonic() - started
+        _, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        _, stderr = child.communicate()
+        return None, stderr, time.monotonic() - started
+    return child.returncode, stderr, time.monotonic() - started
 
 
 def last_line(stderr: str) -> str:
