@@ -87,7 +87,9 @@ def test_every_problem_is_reported_at_once(run, settings):
     assert "shard-00000" in message and "shard-00002/_COMMITTED.json" in message
 
 
-def test_the_cli_prints_the_refusal_and_exits_1(run, settings, capsys):
+def test_the_cli_prints_the_refusal_and_exits_3(run, settings, capsys):
+    """A refusal is permanent (exit 3, docs/contracts.md): a retry of the same run would be
+    refused the same way, so Airflow does not spend its retries on it."""
     storage.delete(run.commit_url(2))
     code = main(
         [
@@ -102,7 +104,7 @@ def test_the_cli_prints_the_refusal_and_exits_1(run, settings, capsys):
             settings.warehouse,
         ]
     )
-    assert code == 1
+    assert code == 3
     err = capsys.readouterr().err
     assert "synthfactory register: error: refusing to register" in err
     assert "shard-00002" in err
