@@ -59,13 +59,15 @@ def test_a_pod_pending_past_its_schedule_timeout_fails_the_task_clearly(airflow_
         seconds = time.monotonic() - started
         pods = cpu.pod_bodies()
     log = done.stdout + done.stderr
+    # the schedule timeout of the step (4 s here, not the pool's 900 s) ended the wait
     assert "Pod took too long to be scheduled on the cluster" in log, log[-4000:]
+    assert "More than 4s" in log
     assert airflow_home.task_instances("k8s_pending")[-1][3] == "failed"
     assert len(cpu.created) == 1  # no retries: one pod, never started
     assert [p["status"]["phase"] for p in pods] == ["Pending"]
     condition = pods[0]["status"]["conditions"][0]
     assert condition["reason"] == "Unschedulable" and "Insufficient cpu" in condition["message"]
-    assert seconds < 120
+    print(f"RESULT pending: task failed after {seconds:.0f} s of `dags test` (parse included)")
 
 
 def _log_requests(double, pod_name: str) -> int:
