@@ -123,8 +123,13 @@ def set_number(dialog, name: str, value: int) -> None:
 def add_template(page, dialog, style: str) -> None:
     """Pick one more style in the templates multi-select, as a user would."""
     dialog.locator("input[aria-autocomplete=list]").click()
-    page.get_by_role("option", name=style, exact=True).click()
-    page.keyboard.press("Escape")  # close the menu, not the dialog (it has focus)
+    page.get_by_role("option", name=style, exact=True).click()  # the menu closes itself
+    chosen = dialog.locator("input[name=element_templates]")  # hidden: the chosen values
+
+    def values() -> list[str]:
+        return ",".join(c.get_attribute("value") for c in chosen.all()).split(",")
+
+    wait_for(lambda: style in values(), 60, f"{style} among the chosen templates", every=1)
 
 
 def submit(dialog) -> None:
