@@ -9,6 +9,7 @@ exception line under the input's name; the task loggers stay quiet unless --debu
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 
@@ -55,9 +56,11 @@ def spark_reason(exc: BaseException) -> str:
 
 def quiet_task_logs(spark) -> None:
     """Silence the loggers that repeat a failed task's traceback, unless debugging; the
-    failure still reaches the driver and is reported in one line."""
+    failure still reaches the driver and is reported in one line. py4j's INFO lines go
+    too: its "Closing down clientserver connection" comes at exit, after our line."""
     if os.environ.get("SYNTHFACTORY_DEBUG", "") not in ("", "0"):
         return
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         jvm = spark.sparkContext._jvm
         configurator = jvm.org.apache.logging.log4j.core.config.Configurator
