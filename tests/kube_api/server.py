@@ -23,7 +23,8 @@ What it does, as scheduler and kubelet:
   ``argv[0]`` looked up in ``commands`` (``synthfactory`` -> ``.venv-worker/bin/synthfactory``),
   with the pod's ``env`` (literal values) and ``envFrom`` secrets over ``base_env``; every
   emptyDir mount path (``/airflow/xcom`` included) is a per-pod scratch folder, and env values
-  and args that start with such a path are rewritten to it;
+  and args that start with such a path are rewritten to it (``shared_volumes`` names emptyDirs
+  that are one folder for all pods instead, a node's warm cache);
 - phase follows the process: ``Running``, then when every container has ended ``Succeeded`` or
   ``Failed``, the exit code in ``containerStatuses[].state.terminated``; the xcom sidecar counts
   as running until the provider's kill command reaches it over exec;
@@ -152,12 +153,16 @@ class KubeApiDouble:
     """
 
     def __init__(self, nodes: list[dict], workdir: Path, *, name: str = "double",
-                 commands: dict[str, str] | None = None, base_env: dict[str, str] | None = None):
+                 commands: dict[str, str] | None = None, base_env: dict[str, str] | None = None,
+                 shared_volumes: dict[str, Path] | None = None):
         self.name = name
         self.nodes = nodes
         self.workdir = Path(workdir)
         self.commands = commands or {}
         self.base_env = dict(base_env if base_env is not None else os.environ)
+        # emptyDir volumes by name that are one host folder for every pod, like a node's
+        # warm cache (vLLM's and torch's compile caches under HOME): tests start faster
+        self.shared_volumes = dict(shared_volumes or {})
         self.pods: dict[tuple[str, str], PodRecord] = {}
         self.events: list[dict] = []
         self.secrets: dict[tuple[str, str], dict] = {}
@@ -443,7 +448,8 @@ class KubeApiDouble:
         mounts = {}
         for m in base.get("volumeMounts") or []:
             if m["name"] in empty:
-                folder = record.scratch / "volumes" / m["name"]
+                folder = (self.shared_volumes.get(m["name"])
+                          or record.scratch / "volumes" / m["name"])
                 folder.mkdir(parents=True, exist_ok=True)
                 mounts[m["mountPath"].rstrip("/")] = folder
         return mounts

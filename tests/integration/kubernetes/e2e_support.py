@@ -24,6 +24,7 @@ NAMESPACE = "synth"
 LOGICAL_DATE = "2026-11-30T00:00:00+00:00"  # data interval 2026-11-29, as test_dag_run
 INTERVAL_DAY = "2026-11-29"
 POOL_LABEL = "synthfactory.io/pool"
+GPU_NODE_CACHE = ROOT / "var" / "kube-api-double" / "gpu-node-home"  # kept between sessions
 
 needs_worker = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()) and os.environ.get("CI") != "true",
@@ -46,9 +47,12 @@ def cpu_cluster(workdir: Path, cpu: str = "16", **extra_env: str) -> KubeApiDoub
 
 
 def gpu_cluster(workdir: Path, **extra_env: str) -> KubeApiDouble:
+    # the pods' HOME (vLLM's and torch's compile caches) is kept warm between pods, as on a
+    # node that ran the image before: only the first rephrase pod compiles
     return KubeApiDouble([node("gpu-a", {POOL_LABEL: "gpu"}, "32", "512Gi", gpus=2)],
                          workdir / "gpu", name="gpu", commands={"synthfactory": str(WORKER)},
-                         base_env=pod_env(**extra_env))
+                         base_env=pod_env(**extra_env),
+                         shared_volumes={"home": GPU_NODE_CACHE})
 
 
 @dataclass
