@@ -6,6 +6,8 @@ runner (``SYNTHFACTORY_RUNNER=local|kubernetes``); nothing heavy is imported her
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
 from airflow.sdk import DAG, Asset, Param, chain, task_group
 from airflow.timetables.interval import CronDataIntervalTimetable
@@ -41,7 +43,7 @@ and registers the result as an Iceberg table.
 `plan_shards` → `wait_for_capacity` →
 `shard[i]` = `shard.rephrase` (GPU pool, vLLM, checkpointed) → `shard.validate` (CPU pool),
 one mapped task group per shard group →
-`register_catalog` (Iceberg + Asset event) → `smoke_test_training`.
+`register_catalog` (Iceberg + Asset event) → `audit_run` → `smoke_test_training`.
 
 Output lands under `{output_root}/synthetic_rephrase/{interval start}/` (manifest,
 prompts, generated, quarantine, validation). A rerun of an interval resumes: committed
@@ -51,6 +53,10 @@ The runner (`SYNTHFACTORY_RUNNER`) is `local` (subprocesses of `.venv-worker`) o
 """
 
 GROUPS = "{{ ti.xcom_pull(task_ids='plan_shards') | length }}"  # wave size = shard groups
+
+
+def validate_argv(group: dict) -> list[str]:
+    return group["validate"]
 
 
 def shard_argvs(group: dict) -> dict[str, list[str]]:
@@ -125,6 +131,10 @@ params = {
                          description="sampling temperature (0 = greedy)"),
     "checkpoint_rows": Param(16, type="integer", minimum=1, section=MODEL,
                              description="rows per checkpoint part (max work lost on a crash)"),
+    "gpus_per_task": Param(1, type="integer", minimum=1, maximum=16, section=MODEL,
+                           description="GPUs per rephrase pod, one vLLM replica per GPU "
+                                       "pulling the task's shards (Ray when > 1; on the CPU "
+                                       "build: replicas pinned to one core each)"),
     "max_shard_groups": Param(2, type="integer", minimum=1, maximum=MAX_MAP_LENGTH,
                               section=PROMPTS,
                               description="at most this many rephrase tasks (shards are "
@@ -201,15 +211,21 @@ with DAG(
                    "--engine-args", "{{ params.engine_args | tojson }}",
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
                    "--temperature", "{{ params.temperature }}",
-                   "--checkpoint-rows", "{{ params.checkpoint_rows }}"],
+                   "--checkpoint-rows", "{{ params.checkpoint_rows }}",
+                   "--replicas", "{{ params.gpus_per_task }}"],
         **step_kwargs("cpu", SETTINGS, "plan_shards"),
     )
+    kuberay = SETTINGS.rephrase_mode == "kuberay"
+    if kuberay:  # the head and every worker of the wave's RayJob, admitted together
+        from operators.rayjob import rayjob_wave_template
+
+        wave = rayjob_wave_template(GROUPS)
+    else:
+        wave = [{"pool": kind, "count": wave_count(SETTINGS, GROUPS),
+                 **wave_requests(kind, SETTINGS)} for kind in ("gpu", "cpu")]
     wait = WaveCapacitySensor(
         task_id="wait_for_capacity",
-        wave=[
-            {"pool": kind, "count": wave_count(SETTINGS, GROUPS), **wave_requests(kind, SETTINGS)}
-            for kind in ("gpu", "cpu")
-        ],
+        wave=wave,
         cluster="kubernetes" if SETTINGS.runner == "kubernetes" else "local",
         namespace=SETTINGS.namespace,
         kubernetes_conn_id=SETTINGS.kubernetes_conn_id,
@@ -219,7 +235,21 @@ with DAG(
         timeout=6 * 3600,
         mode="reschedule",
     )
-    shards = shard.expand_kwargs(plan.output.map(shard_argvs))
+    if kuberay:  # one RayJob over every shard group, then each group's validation
+        from operators.rayjob_operator import RayJobWaveOperator
+
+        rephrase_wave = RayJobWaveOperator(
+            task_id="rephrase_wave", kubernetes_conn_id=SETTINGS.kubernetes_conn_for("gpu"),
+            namespace=SETTINGS.namespace, image=SETTINGS.worker_image, workers=GROUPS,
+            gpus_per_worker="{{ params.gpus_per_task }}", secret_name=SETTINGS.secret_name,
+            kueue_queue=SETTINGS.kueue_queue, priority_class=SETTINGS.priority_class,
+            retries=3, retry_delay=timedelta(minutes=1), retry_exponential_backoff=True,
+            pool=SETTINGS.gpu_pool)
+        validates = Step.partial(task_id="validate", **step_kwargs("cpu", SETTINGS, "validate"),
+                                 ).expand(arguments=plan.output.map(validate_argv))
+        shards = [rephrase_wave, validates]
+    else:
+        shards = shard.expand_kwargs(plan.output.map(shard_argvs))
     register = Step(
         task_id="register_catalog",
         arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
@@ -230,6 +260,15 @@ with DAG(
                    "--airflow-run-id", "{{ run_id }}"],
         outlets=[CATALOG_ASSET],
         **step_kwargs("cpu", SETTINGS, "register_catalog"), **catalog_kwargs(SETTINGS),
+    )
+    # Reads what every step wrote, not their summaries: nothing lost, duplicated or
+    # stale from the manifest to the catalog rows (docs/audit.md).
+    audit = Step(
+        task_id="audit_run",
+        arguments=["audit", "--run", RUN, "--table", "{{ params.table }}",
+                   *catalog_arguments()],
+        **{**step_kwargs("cpu", SETTINGS, "audit_run"), "retries": 0},  # a retry reads the same
+        **catalog_kwargs(SETTINGS),
     )
     smoke = Step(
         task_id="smoke_test_training",
@@ -245,5 +284,8 @@ with DAG(
                    "--airflow-run-id", "{{ run_id }}"],
         **step_kwargs("cpu", SETTINGS, "write_report"),
     ).as_teardown()
-    chain(crawl, stitch, plan, wait, shards, register, smoke, report)
+    if kuberay:
+        chain(crawl, stitch, plan, wait, *shards, register, audit, smoke, report)
+    else:
+        chain(crawl, stitch, plan, wait, shards, register, audit, smoke, report)
     check >> crawl

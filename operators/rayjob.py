@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from operators.kubernetes import CPU_POLICY, GPU_POLICY, per_gpu
+from operators.kubernetes import CPU_POLICY, GPU_POLICY, per_gpu, per_gpu_template
 from operators.kueue import QUEUE_LABEL
 from operators.pod_security import (
     container_security_context,
@@ -138,6 +138,18 @@ def rayjob_wave(workers: int, gpus_per_worker: int) -> list[dict]:
          "node_selector": dict(CPU_POLICY.node_selector)},
         {"pool": "gpu", "count": workers,
          "requests": per_gpu(GPU_POLICY.requests, gpus_per_worker),
+         "node_selector": dict(GPU_POLICY.node_selector),
+         "tolerations": [dict(t) for t in GPU_POLICY.tolerations]},
+    ]
+
+
+def rayjob_wave_template(workers: str) -> list[dict]:
+    """``rayjob_wave`` as templates the capacity sensor renders for the run: ``workers``
+    is the plan's group count, each worker asks ``gpus_per_task`` GPUs."""
+    return [
+        {"pool": "cpu", "count": 1, "requests": dict(HEAD_REQUESTS),
+         "node_selector": dict(CPU_POLICY.node_selector)},
+        {"pool": "gpu", "count": workers, "requests": per_gpu_template(GPU_POLICY.requests),
          "node_selector": dict(GPU_POLICY.node_selector),
          "tolerations": [dict(t) for t in GPU_POLICY.tolerations]},
     ]

@@ -51,17 +51,22 @@ class RayJobWaveOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.deferrable = deferrable
 
-    def execute(self, context: Any) -> dict:
+    def build_manifest(self, context: Any) -> dict:
+        """The RayJob of this run's wave: one worker per plan group, one replica per GPU."""
         ti = context["ti"]
         name = rayjob_name(ti.dag_id, context["run_id"], ti.try_number)
-        self._rayjob = name  # for on_kill
         workers, gpus = int(self.workers), int(self.gpus_per_worker)
         groups = ti.xcom_pull(task_ids=self.plan_task_id)
-        manifest = rayjob_manifest(
+        return rayjob_manifest(
             name=name, namespace=self.namespace, image=self.image,
             entrypoint=wave_entrypoint(groups, workers * gpus), workers=workers,
             gpus_per_worker=gpus, secret_name=self.secret_name,
-            kueue_queue=self.kueue_queue or None, priority_class=self.priority_class or None)
+            kueue_queue=self.kueue_queue or None, priority_class=self.priority_class or None,
+            labels={"synthfactory.io/dag": ti.dag_id})
+
+    def execute(self, context: Any) -> dict:
+        manifest = self.build_manifest(context)
+        name = self._rayjob = manifest["metadata"]["name"]  # _rayjob: for on_kill
         api = custom_objects_api(self.kubernetes_conn_id)
         self._create_or_reattach(api, name, manifest)
         if self.deferrable:

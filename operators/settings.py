@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RUNNERS = ("local", "kubernetes")
+REPHRASE_MODES = ("pods", "kuberay")
 PROJECT_HOME = Path(__file__).resolve().parent.parent
 
 
@@ -53,10 +54,6 @@ class Settings:
     catalog_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_CATALOG_CONN_ID", ""))
     gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
     cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
-    # kubernetes runner: the stitch pod (Spark driver) may create executor pods
-    # (deploy/spark-rbac.yaml)
-    spark_service_account: str = field(default_factory=lambda: _env(
-        "SYNTHFACTORY_SPARK_SERVICE_ACCOUNT", "synthfactory-spark"))
     # kubernetes runner: a Kueue LocalQueue for every pod (empty: no Kueue), and how long
     # a pod may wait for admission on top of its schedule timeout (docs/adr/0086)
     kueue_queue: str = field(default_factory=lambda: _env("SYNTHFACTORY_KUEUE_QUEUE", ""))
@@ -64,10 +61,25 @@ class Settings:
         "SYNTHFACTORY_KUEUE_ADMISSION_SECONDS", 7200))
     # kubernetes runner: the pods' PriorityClass (deploy/priorityclass.yaml); empty: none
     priority_class: str = field(default_factory=lambda: _env("SYNTHFACTORY_PRIORITY_CLASS", ""))
+    # kubernetes runner: the stitch pod (Spark driver) may create executor pods
+    # (deploy/spark-rbac.yaml)
+    spark_service_account: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_SPARK_SERVICE_ACCOUNT", "synthfactory-spark"))
+
+    # kubernetes runner: "pods" (one pod per shard group) or "kuberay" (one RayJob for the
+    # whole wave, when it outgrows a node: operators/rayjob.py, docs/rephrase.md)
+    rephrase_mode: str = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_REPHRASE_MODE", "pods"))
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
             raise ValueError(f"SYNTHFACTORY_RUNNER={self.runner!r}: expected one of {RUNNERS}")
+        if self.rephrase_mode not in REPHRASE_MODES:
+            raise ValueError(f"SYNTHFACTORY_REPHRASE_MODE={self.rephrase_mode!r}: expected one "
+                             f"of {REPHRASE_MODES}")
+        if self.rephrase_mode == "kuberay" and self.runner != "kubernetes":
+            raise ValueError("SYNTHFACTORY_REPHRASE_MODE=kuberay needs "
+                             "SYNTHFACTORY_RUNNER=kubernetes (a RayJob runs on a cluster)")
         for pool in ("cpu", "gpu"):
             if not getattr(self, f"{pool}_kubernetes_conn_id"):
                 object.__setattr__(self, f"{pool}_kubernetes_conn_id", self.kubernetes_conn_id)

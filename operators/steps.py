@@ -76,11 +76,14 @@ def wave_count(settings: Settings, groups_template: str) -> str:
 def wave_requests(kind: str, settings: Settings) -> dict[str, Any]:
     """The per-pod requests the capacity sensor must place for one step of ``kind``."""
     if settings.runner == "kubernetes":
-        from operators.kubernetes import POLICIES
+        from operators.kubernetes import POLICIES, per_gpu_template
 
         policy = POLICIES[kind]
-        return {"requests": dict(policy.requests), "node_selector": dict(policy.node_selector),
+        requests = per_gpu_template(policy.requests) if kind == "gpu" else dict(policy.requests)
+        return {"requests": requests, "node_selector": dict(policy.node_selector),
                 "tolerations": [dict(t) for t in policy.tolerations]}
-    # Local: what one worker process needs on this machine (vLLM CPU peaks near 4 GB).
-    return {"requests": {"cpu": "1", "memory": "4Gi"} if kind == "gpu"
+    # Local: what one worker process needs on this machine (vLLM CPU peaks near 4 GB), one
+    # core per engine replica (`gpus_per_task` replicas on the CPU build).
+    return {"requests": {"cpu": "{{ params.gpus_per_task }}",
+                         "memory": "{{ 4 * params.gpus_per_task }}Gi"} if kind == "gpu"
             else {"cpu": "1", "memory": "1Gi"}}

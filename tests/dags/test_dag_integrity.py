@@ -11,9 +11,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-CHAIN = ["check_params", "crawl_metadata", "stitch_prompts", "plan_shards", "wait_for_capacity",
-         "shard.rephrase", "shard.validate", "register_catalog", "smoke_test_training",
-         "write_report"]
+CHAIN = ["check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
+         "wait_for_capacity", "shard.rephrase", "shard.validate", "register_catalog",
+         "audit_run", "smoke_test_training", "write_report"]
 
 
 @pytest.mark.parametrize("runner", ["local", "kubernetes"])

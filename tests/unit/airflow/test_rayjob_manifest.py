@@ -127,3 +127,34 @@ def test_the_sensor_wave_holds_the_head_and_every_worker():
     wave = rayjob_wave(workers=3, gpus_per_worker=8)
     assert [(g["pool"], g["count"]) for g in wave] == [("cpu", 1), ("gpu", 3)]
     assert wave[1]["requests"]["nvidia.com/gpu"] == "8"
+
+
+def test_the_dag_in_kuberay_mode_builds_a_valid_two_node_wave(schema, tmp_path):
+    """Parsed with SYNTHFACTORY_REPHRASE_MODE=kuberay: the sensor's wave is the head plus
+    every worker, and the RayJob built for a 2-group plan validates against the CRD."""
+    import copy
+    from types import SimpleNamespace
+
+    from dag_pods import offline_kube, pod_tasks
+
+    with offline_kube(tmp_path):
+        tasks = pod_tasks({"SYNTHFACTORY_REPHRASE_MODE": "kuberay",
+                           "SYNTHFACTORY_KUEUE_QUEUE": "synthfactory-gpu"})
+        dag = tasks[("synthetic_rephrase", "crawl_metadata")].dag
+    assert ("synthetic_rephrase", "shard.rephrase") not in tasks
+    operator = copy.copy(dag.get_task("rephrase_wave"))
+    sensor = copy.copy(dag.get_task("wait_for_capacity"))
+    ti = SimpleNamespace(dag_id=dag.dag_id, try_number=1, xcom_pull=lambda task_ids: PLAN)
+    context = {"ti": ti, "run_id": "scheduled__1", "params": {**dag.params, "gpus_per_task": 8}}
+    operator.render_template_fields(context)
+    sensor.render_template_fields(context)
+    manifest = operator.build_manifest(context)
+    jsonschema.validate(manifest, schema)
+    assert unknown_fields(manifest, schema) == []
+    group = manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert group["replicas"] == 2  # one GPU worker per plan group
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "synthfactory-gpu"
+    assert [(g["pool"], str(g["count"])) for g in sensor.wave] == [("cpu", "1"), ("gpu", "2")]
+    assert sensor.wave[1]["requests"]["nvidia.com/gpu"] == "8"
+    assert dag.get_task("register_catalog").upstream_task_ids == {"validate"}
+    assert "rephrase_wave" in dag.get_task("validate").upstream_task_ids
