@@ -39,7 +39,7 @@ def run_context(task, run_id: str, map_index: int) -> dict:
     """What the pod builder and the templates read from a task's context."""
     ti = SimpleNamespace(dag_id=task.dag_id, task_id=task.task_id, map_index=map_index,
                          try_number=1, xcom_pull=lambda task_ids: PLAN)
-    return {"ti": ti, "run_id": run_id, "dag": task.dag}
+    return {"ti": ti, "run_id": run_id, "dag": task.dag, "params": dict(task.dag.params)}
 
 
 def rendered_pod(task, run_id: str, map_index: int = 0) -> dict:
