@@ -108,7 +108,7 @@ def _stitch(manifest: str, out: str, master: str, event_log: Path | None = None,
     result = subprocess.run(
         [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest", manifest,
          "--out", out, *STITCH, "--master", master, *extra],
-        capture_output=True, text=True, timeout=1200,
+        capture_output=True, text=True, timeout=1800,
         env={**os.environ, **(env or {}), "PYSPARK_SUBMIT_ARGS": submit_args},
     )
     assert result.returncode == 0, result.stderr[-4000:]
