@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from synthfactory.errors import SynthfactoryError
 
 SCHEMES = ("file", "s3")
+S3_MAX_ATTEMPTS = 10  # per request, when AWS_MAX_ATTEMPTS is not set
 
 
 def normalize(url: str) -> str:
@@ -53,7 +54,18 @@ def _s3_filesystem(endpoint: str | None, region: str | None) -> pafs.S3FileSyste
         kwargs["scheme"] = parsed.scheme or "https"
     if region:
         kwargs["region"] = region
+    # S3 answers bursts with 503 SlowDown and the odd 500: retry them with backoff, as
+    # many times as the standard AWS_MAX_ATTEMPTS says (pyarrow's own default is 3)
+    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=_max_attempts())
     return pafs.S3FileSystem(**kwargs)
+
+
+def _max_attempts() -> int:
+    value = os.environ.get("AWS_MAX_ATTEMPTS", "")
+    try:
+        return max(1, int(value)) if value else S3_MAX_ATTEMPTS
+    except ValueError as exc:
+        raise SynthfactoryError(f"AWS_MAX_ATTEMPTS={value!r}: expected a whole number") from exc
 
 
 def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
@@ -253,8 +265,10 @@ def create_bytes(url: str, data: bytes) -> None:
 @lru_cache(maxsize=4)
 def _boto3_s3(endpoint: str | None):
     import boto3  # pyarrow's S3 client has no conditional PUT
+    from botocore.config import Config
 
-    return boto3.client("s3", endpoint_url=endpoint)
+    retries = {"max_attempts": _max_attempts(), "mode": "standard"}  # 503 SlowDown, 500
+    return boto3.client("s3", endpoint_url=endpoint, config=Config(retries=retries))
 
 
 def create_table(table: pa.Table, url: str) -> None:

@@ -146,7 +146,10 @@ class ThrottlingProxy:
                 for name, value in response.getheaders():
                     if name.lower() not in ("content-length", "transfer-encoding", "connection"):
                         self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
+                # a HEAD answer has no body but the object's real length
+                length = (response.getheader("Content-Length", "0") if self.command == "HEAD"
+                          else str(len(data)))
+                self.send_header("Content-Length", length)
                 self.end_headers()
                 self.wfile.write(data)
                 upstream.close()

@@ -99,5 +99,5 @@ def test_show_prints_the_runs_and_their_totals(registered, catalog_flags, capsys
 
 
 def test_show_of_an_unknown_table_is_an_error(tmp_path, catalog_flags, capsys):
-    assert main(["catalog", "show", "synth.nope", *catalog_flags]) == 1
+    assert main(["catalog", "show", "synth.nope", *catalog_flags]) == 3  # permanent: bad input
     assert "synth.nope: no such table in catalog 'test'" in capsys.readouterr().err

@@ -152,8 +152,8 @@ def test_bad_price_is_one_clear_line(tmp_path, monkeypatch, capsys):
 
 
 def test_run_on_s3_gets_its_report_on_s3(crawl_s3):  # noqa: F811 (the fixture)
-    crawl_s3.create_bucket("lake")
-    run = build_run("s3://lake/runs", shard_rows=(4, 3), quarantined=1)
+    crawl_s3.create_bucket("report-lake")  # moto's backend is shared by the whole process
+    run = build_run("s3://report-lake/runs", shard_rows=(4, 3), quarantined=1)
     _manifest(run)
     report = _report(run.run_url)
     assert report["complete"] is True
