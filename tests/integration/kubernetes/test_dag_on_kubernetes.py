@@ -29,7 +29,8 @@ from tests.integration.kubernetes.e2e_support import (
     run_conf,
 )
 
-pytestmark = [pytest.mark.kubernetes_e2e, pytest.mark.slow, needs_worker]
+pytestmark = [pytest.mark.kubernetes_e2e, pytest.mark.slow, pytest.mark.unverified_e2e,
+              needs_worker]
 DAG_ID = "synthetic_rephrase"
 HERE = Path(__file__).resolve().parent
 
