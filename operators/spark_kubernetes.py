@@ -30,6 +30,7 @@ from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
 from operators.kubernetes import CPU_POLICY, SynthfactoryPodOperator, pod_operator_kwargs
+from operators.kueue import QUEUE_LABEL
 from operators.pod_security import (
     container_security_context,
     pod_security_context,
@@ -52,7 +53,7 @@ EXECUTOR_CONTAINER = "spark-executor"
 DRIVER_LABEL = "synthfactory.io/spark-driver"
 # Spark mounts its own local-dir emptyDir unless the template has one by this name prefix.
 SPARK_LOCAL_VOLUME = "spark-local-dir-1"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE_LABEL = QUEUE_LABEL  # executors join the driver's Kueue queue
 
 
 def service_name(dag_id: str, task_id: str, run_id: str, map_index: int, try_number: int) -> str:

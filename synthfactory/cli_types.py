@@ -19,47 +19,26 @@ def _number(text: str, kind: type) -> int | float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (counts, sizes, limits where 0 would mean "never" or a hang)."""
-    value = _number(text, int)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _bounded(kind: type, ok, requirement: str, doc: str):
+    """An argparse type: ``kind`` parsed, then ``ok(value)`` or "must be {requirement}"."""
+
+    def parse(text: str) -> int | float:
+        value = _number(text, kind)
+        if not ok(value):
+            shown = value if kind is int else f"{value:g}"
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {shown}")
+        return value
+
+    parse.__doc__ = doc
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    value = _number(text, int)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (timeouts, intervals)."""
-    value = _number(text, float)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value:g}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = _number(text, float)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value:g}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A number in [0, 1]."""
-    value = _number(text, float)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value:g}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A number in (0, 1] (top-p: 0 would keep no token)."""
-    value = _number(text, float)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value:g}")
-    return value
+# counts, sizes, limits where 0 would mean "never" or a hang
+positive_int = _bounded(int, lambda v: v >= 1, "at least 1", "An integer >= 1.")
+non_negative_int = _bounded(int, lambda v: v >= 0, "0 or more", "An integer >= 0.")
+# timeouts, intervals
+positive_float = _bounded(float, lambda v: v > 0, "greater than 0", "A finite number > 0.")
+non_negative_float = _bounded(float, lambda v: v >= 0, "0 or more", "A finite number >= 0.")
+fraction = _bounded(float, lambda v: 0 <= v <= 1, "between 0 and 1", "A number in [0, 1].")
+# top-p: 0 would keep no token
+probability = _bounded(float, lambda v: 0 < v <= 1, "in (0, 1]", "A number in (0, 1].")
