@@ -109,9 +109,22 @@ class ThrottlingProxy:
             def log_message(self, *args) -> None:  # keep test output quiet
                 pass
 
-            def _handle(self) -> None:
+            def _body(self) -> bytes | None:
+                """The request body, de-chunked: the AWS SDK streams large uploads
+                (UploadPart) with Transfer-Encoding: chunked and no Content-Length."""
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    chunks = []
+                    while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline()  # the CRLF after each chunk
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks)
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                return self.rfile.read(length) if length else None
+
+            def _handle(self) -> None:
+                body = self._body()
                 with proxy._lock:
                     eligible = proxy.methods is None or self.command in proxy.methods
                     throttle = (eligible and proxy.throttled < proxy.fail_first
@@ -139,7 +152,11 @@ class ThrottlingProxy:
                 if proxy.delay_s:
                     time.sleep(proxy.delay_s)
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
-                upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("transfer-encoding", "content-length")}
+                if body is not None:
+                    headers["Content-Length"] = str(len(body))
+                upstream.request(self.command, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
                 data = response.read()
                 self.send_response(response.status)

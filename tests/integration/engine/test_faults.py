@@ -2,8 +2,8 @@
 
 - kill -9 of every step (crawl, stitch, rephrase, validate, register) at a named pause
   point inside it, then a rerun of that step: `audit` of the run is clean;
-- S3 throttling and 5xx answers on the rephrase part writes (moto behind a
-  fault-injecting proxy);
+- S3 throttling and 5xx answers on the stitch's reads and on the rephrase part writes
+  (moto behind a fault-injecting proxy);
 - the catalog database cut off in the middle of `register`: one clear error, nothing
   of the run in the table, and a rerun once it is back registers everything.
 
@@ -171,6 +171,51 @@ def test_rephrase_part_writes_survive_s3_throttling_and_5xx(s3, monkeypatch):
     assert summary["status"] == "committed" and summary["rows_generated"] == 40
     commit = read_commit(f"s3://{s3.bucket}/run/generated/shard-00000")
     assert len(commit["parts"]) == 8 and commit["rows_in"] == 40
+
+
+def test_stitch_reads_survive_s3_throttling_and_5xx(s3, monkeypatch, tmp_path):
+    """The whole stitch (Spark's Python workers read the seed files, the driver the
+    manifest) with every other GET and HEAD answered 503 SlowDown or 500 until twelve
+    are spent: the same prompts as without faults, every document accounted for."""
+    day_run = f"s3://{s3.bucket}/data/{DAY}"
+    start = dt.datetime.combine(DAY, dt.time(), dt.UTC)
+    _run(_cli("corpus", "--out", f"s3://{s3.bucket}/corpus", "--days", "1",
+              "--docs-per-day", "12", "--end-date", DAY.isoformat(), "--max-chars", "900"),
+         tmp_path)
+    _run(_cli("crawl", "--source", f"s3://{s3.bucket}/corpus", "--out", f"{day_run}/manifest",
+              "--interval-start", start.isoformat(),
+              "--interval-end", (start + dt.timedelta(days=1)).isoformat(),
+              "--partition-template", "dt={ds}"), tmp_path)
+
+    def stitch(out: str) -> list[str]:
+        return _cli("stitch", "--manifest", f"{day_run}/manifest", "--out", out,
+                    "--templates", "encyclopedic,qa", "--styles-per-doc", "1",
+                    "--shard-tokens", "2048", "--max-new-tokens", "16",
+                    "--max-model-len", "1024", "--model", str(default_model_dir()),
+                    "--master", "local[2]", "--partitions", "2")
+
+    with ThrottlingProxy(s3.port, fail_first=12, every=2, methods=("GET", "HEAD"),
+                         server_errors=True) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        faulted = _run(stitch(f"{day_run}/faulted"), tmp_path)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    clean = _run(stitch(f"{day_run}/clean"), tmp_path)
+    storage._s3_filesystem.cache_clear()
+    assert proxy.throttled == 12  # the faults really hit the stitch's reads
+
+    def prompts(out: str) -> list[tuple]:
+        rows = []
+        for shard in storage.read_json(f"{out}/prompts/shards.json")["shards"]:
+            table = storage.read_table(shard["url"])
+            rows += zip(*(table.column(c).to_pylist() for c in ("id", "template_id", "user")),
+                        strict=True)
+        return sorted(rows)
+
+    faulted_rows = prompts(f"{day_run}/faulted")
+    assert faulted["rows_in"] == 12 and faulted["quarantined"] == 0, faulted
+    assert len({doc for doc, *_ in faulted_rows}) == faulted["prompt_rows"] == 12
+    assert faulted_rows == prompts(f"{day_run}/clean")
+    assert clean["prompt_rows"] == 12
 
 
 class TcpProxy:

@@ -26,7 +26,7 @@ from tests.integration.kubernetes.e2e_support import (
     run_conf,
 )
 
-pytestmark = [pytest.mark.kubernetes_e2e, pytest.mark.unverified_e2e, needs_worker]
+pytestmark = [pytest.mark.kubernetes_e2e, needs_worker]
 # its own run (the whole-DAG test runs the day after in the same Airflow database)
 REATTACH_DATE, REATTACH_DAY = "2026-11-29T00:00:00+00:00", "2026-11-28"
 
