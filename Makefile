@@ -30,7 +30,7 @@ export AIRFLOW__CORE__PARALLELISM ?= $(CORES)
 export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
 export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
-.PHONY: setup demo test test-e2e lint corpus model clean-demo standalone browser
+.PHONY: setup demo test lint corpus model clean-demo standalone browser
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
@@ -83,10 +83,6 @@ standalone: setup corpus $(AIRFLOW_HOME)/airflow.db
 
 test: setup browser
 	bash scripts/test.sh
-
-# The whole-DAG end-to-end tests not yet part of `make test` (browser, kubernetes runner)
-test-e2e: setup browser
-	SYNTHFACTORY_TEST_MARKERS=unverified_e2e SYNTHFACTORY_SKIP_ENGINE_TESTS=1 bash scripts/test.sh
 
 # The browser test (tests/integration/airflow/test_ui_browser.py) drives Debian's
 # Chromium through Playwright; Playwright's own browser download is never used.

@@ -12,11 +12,10 @@ trap 'rm -rf "$AIRFLOW_HOME"' EXIT
 
 if [ -z "${SYNTHFACTORY_SKIP_ENGINE_TESTS:-}" ]; then
   echo "== engine tests (.venv-worker: Spark, vLLM, pyiceberg, torch)"
-  .venv-worker/bin/pytest tests/unit/engine tests/integration/engine -q -p no:cacheprovider "$@"
+  .venv-worker/bin/pytest tests/unit/engine tests/integration/engine -q -p no:cacheprovider \
+      --durations=15 "$@"
 fi
 echo "== Airflow tests (.venv: DAG parsing, operators, sensors, a whole DAG run; the kubernetes"
 echo "   runner against Kubernetes API doubles, marker kubernetes_e2e)"
-# unverified_e2e (the browser test, the whole DAG and pod faults under the kubernetes
-# runner) is not yet seen passing inside the full suite on 2 cores: `make test-e2e`.
 .venv/bin/pytest tests/unit/airflow tests/dags tests/integration/airflow \
-    tests/integration/kubernetes -q -p no:cacheprovider -m "${SYNTHFACTORY_TEST_MARKERS:-not unverified_e2e}" "$@"
+    tests/integration/kubernetes -q -p no:cacheprovider --durations=15 "$@"

@@ -8,22 +8,12 @@ here: it runs in its own processes)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import time
 import urllib.error
-import urllib.request
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
-AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
-MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
+from airflow_standalone import MODEL, WORKER, make_home, standalone, wait_for, write_corpus
 
 pytestmark = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()),
@@ -46,39 +36,6 @@ def backfill_days(today: date) -> list[str]:
     return [(today - timedelta(days=n)).isoformat() for n in (3, 2)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Api:
-    def __init__(self, base: str, token: str | None = None):
-        self.base, self.token = base, token
-
-    def call(self, method: str, path: str, body: dict | None = None):
-        request = urllib.request.Request(
-            self.base + path, method=method,
-            data=json.dumps(body).encode() if body is not None else None,
-            headers={"Content-Type": "application/json",
-                     **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"{}")
-
-
-def _wait(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except OSError:
-            pass
-        time.sleep(2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _while_locked(call, seconds: float = 180):
     """Retry a call the API server answers 503: on SQLite it does so while the scheduler
     holds the database lock ("Database is locked"), for long on a loaded machine."""
@@ -93,62 +50,22 @@ def _while_locked(call, seconds: float = 180):
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("standalone")
-    port = _free_port()
-    # The scheduled run uses the DAG's default Params, which live under SYNTHFACTORY_HOME:
-    # point it at this test's folder, with the prepared model linked in.
-    (tmp / "var" / "models").mkdir(parents=True)
-    (tmp / "var" / "models" / MODEL.name).symlink_to(MODEL)
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-           "AIRFLOW__CORE__PARALLELISM": "2",
-           "AIRFLOW__API__PORT": str(port),
-           # the log servers' fixed ports (8793, 8794) clash with another standalone
-           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
-           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
-           # task supervisors reach the API server here (default: port 8080)
-           "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-           "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
-           # the 5 s default fails tasks on a loaded machine (SQLite lock waits)
-           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
-           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(tmp),
-           "SYNTHFACTORY_WORKER_BIN": str(WORKER),
-           # standalone starts its components as `airflow ...` from PATH
-           "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+def scheduler(tmp_path_factory):
+    """`airflow standalone` (airflow_standalone.py) whose DAG defaults live in this test's
+    folder, with a corpus of the five days up to today (today's too: if the test runs
+    across midnight the scheduler picks it)."""
+    home = tmp_path_factory.mktemp("standalone")
+    make_home(home)
     today = utc_today()
-    # today's partition too: if the test runs across midnight the scheduler picks it
-    subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/var/corpus", "--days", "5",
-                    "--docs-per-day", "3", "--end-date", today.isoformat()],
-                   check=True, capture_output=True, env=env)
-    log = open(tmp / "standalone.log", "w")
-    proc = subprocess.Popen([str(AIRFLOW), "standalone"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        # minutes on a loaded 2-core machine: standalone starts five Airflow processes
-        _wait(lambda: Api(base).call("GET", "/api/v2/monitor/health"), 600, "the API server")
-        passwords = tmp / "airflow" / "simple_auth_manager_passwords.json.generated"
-        _wait(passwords.exists, 60, "the admin password")
-        password = json.loads(passwords.read_text())["admin"]
-        token = Api(base).call("POST", "/auth/token",
-                               {"username": "admin", "password": password})["access_token"]
-        yield Api(base, token), tmp, today
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the whole group: scheduler, API server, ...
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+    write_corpus(home, today.isoformat(), days=5, docs_per_day=3)
+    with standalone(home) as airflow:
+        yield airflow.api, home, today
 
 
-def test_scheduled_run_and_backfill_each_read_their_own_day(standalone):
-    api, tmp, today = standalone
+def test_scheduled_run_and_backfill_each_read_their_own_day(scheduler):
+    api, tmp, today = scheduler
     backfill = backfill_days(today)
-    _wait(lambda: api.call("GET", "/api/v2/dags/synthetic_rephrase"), 180, "the DAG to parse")
+    wait_for(lambda: api.call("GET", "/api/v2/dags/synthetic_rephrase"), 180, "the DAG to parse")
     conf = {"source": f"file://{tmp}/var/corpus", "output_root": f"file://{tmp}/var/data",
             "catalog_uri": f"sqlite:///{tmp}/var/catalog/catalog.db",
             "warehouse": f"file://{tmp}/var/warehouse", "templates": ["summary"],
@@ -168,7 +85,7 @@ def test_scheduled_run_and_backfill_each_read_their_own_day(standalone):
         return runs if done and kinds == {"backfill", "scheduled"} and len(runs) == 3 else None
 
     # three whole runs (Spark, vLLM) one after another: well over 20 min on a loaded machine
-    runs = _wait(finished, 2700, "the scheduled run and the backfill's runs")
+    runs = wait_for(finished, 2700, "the scheduled run and the backfill's runs")
     assert created["id"] >= 1
     log_tail = (tmp / "standalone.log").read_text()[-3000:]
     assert {r["state"] for r in runs} == {"success"}, log_tail

@@ -40,7 +40,6 @@ DAG = "synthetic_rephrase"
 RUN_TIMEOUT_S = 1800  # a whole run on a busy 2-core machine
 
 pytestmark = [
-    pytest.mark.unverified_e2e,
     pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.skipif(not (WORKER.exists() and (MODEL / "config.json").exists()),

@@ -32,6 +32,18 @@ needs_worker = pytest.mark.skipif(
 )
 
 
+RESULTS = ROOT / "var" / "test-results" / "kubernetes_e2e.txt"
+
+
+def report(line: str) -> None:
+    """A figure for the person reading the run: printed, and kept in var/test-results/
+    (pytest hides a passing test's output)."""
+    print(line)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as out:
+        out.write(line + "\n")
+
+
 def pod_env(**extra: str) -> dict[str, str]:
     """What the worker image's environment stands for: this machine's, without Airflow's
     and synthfactory's settings (a pod gets those from its spec only)."""

@@ -26,6 +26,7 @@ from tests.integration.kubernetes.e2e_support import (
     cpu_cluster,
     gpu_cluster,
     needs_worker,
+    report,
     run_conf,
 )
 
@@ -110,7 +111,7 @@ def test_a_rephrase_pod_killed_mid_shard_is_retried_and_the_shard_is_exactly_onc
     counted = subprocess.run([str(WORKER_PYTHON), str(HERE / "count_rows.py"),
                               str(k8s_run["run"])], capture_output=True, text=True, check=True)
     rows = json.loads(counted.stdout.strip().splitlines()[-1])
-    print(f"RESULT pod-kill: prompts={rows['prompts']} written={rows['written']} "
+    report(f"RESULT pod-kill: prompts={rows['prompts']} written={rows['written']} "
           f"lost={rows['lost']} duplicated={rows['duplicated']}")
     assert rows["prompts"] > 0
     assert (rows["lost"], rows["duplicated"], rows["unknown"]) == (0, 0, 0), rows
@@ -143,5 +144,5 @@ def test_each_pool_ran_in_its_own_cluster(k8s_run):
     for pool, double in k8s_run["clusters"].items():
         pools = {p["labels"][POOL_LABEL] for p in double.created}
         assert pools == {pool}, (pool, pools)
-    print(f"RESULT k8s-dag: {k8s_run['seconds']:.0f} s, pods "
+    report(f"RESULT k8s-dag: {k8s_run['seconds']:.0f} s, pods "
           + ", ".join(f"{pool}={len(d.created)}" for pool, d in k8s_run["clusters"].items()))

@@ -23,6 +23,7 @@ from tests.integration.kubernetes.e2e_support import (
     cpu_cluster,
     gpu_cluster,
     needs_worker,
+    report,
     run_conf,
 )
 
@@ -67,7 +68,7 @@ def test_a_pod_pending_past_its_schedule_timeout_fails_the_task_clearly(airflow_
     assert [p["status"]["phase"] for p in pods] == ["Pending"]
     condition = pods[0]["status"]["conditions"][0]
     assert condition["reason"] == "Unschedulable" and "Insufficient cpu" in condition["message"]
-    print(f"RESULT pending: task failed after {seconds:.0f} s of `dags test` (parse included)")
+    report(f"RESULT pending: task failed after {seconds:.0f} s of `dags test` (parse included)")
 
 
 def _log_requests(double, pod_name: str) -> int:
@@ -116,7 +117,7 @@ def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_p
         created_by_second_run = len(cpu.created) - created_by_first_run
     (tmp_path / "second-run.log").write_text(out)
     crawl = airflow_home.task_instance("synthetic_rephrase", "crawl_metadata", REATTACH_DATE)
-    print(f"RESULT reattach: pods created by the killed task run {created_by_first_run}, "
+    report(f"RESULT reattach: pods created by the killed task run {created_by_first_run}, "
           f"by the task run after it {created_by_second_run}; crawl_metadata (try, state) "
           f"{crawl}")
     assert second.returncode == 0, out[-4000:]
