@@ -127,14 +127,19 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             ray.init(include_dashboard=False, logging_level=logging.WARNING)
     spec = _engine_args_for(spec, pool.gpus_per_replica)
     cpu_build = pool.gpus_per_replica == 0
-    cores = replica_cores(pool.replicas) if cpu_build and not pool.address else \
-        [None] * pool.replicas
+    # A Ray started on this machine splits this process's cores among the replicas; on
+    # a cluster Ray's own CPU accounting places them.
+    local = pool.address in (None, "local")
+    cores = replica_cores(pool.replicas) if cpu_build and local else [None] * pool.replicas
     remote = ray.remote(_Replica)
     actors = []
     for i in range(pool.replicas):
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine dies with its replica
         if cores[i]:
             env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(cores[i])
+            # Ray sets OMP_NUM_THREADS to the actor's num_cpus when unset; said here so
+            # the engine's threads match its cores (1 would halve a 2-core replica)
+            env["OMP_NUM_THREADS"] = str(len(cores[i]))
         actors.append(remote.options(
             num_gpus=pool.gpus_per_replica, num_cpus=len(cores[i]) if cores[i] else 1,
             max_restarts=pool.max_restarts, max_task_retries=0,
