@@ -53,7 +53,6 @@ EXECUTOR_CONTAINER = "spark-executor"
 DRIVER_LABEL = "synthfactory.io/spark-driver"
 # Spark mounts its own local-dir emptyDir unless the template has one by this name prefix.
 SPARK_LOCAL_VOLUME = "spark-local-dir-1"
-KUEUE_QUEUE_LABEL = QUEUE_LABEL  # executors join the driver's Kueue queue
 
 
 def service_name(dag_id: str, task_id: str, run_id: str, map_index: int, try_number: int) -> str:
@@ -104,7 +103,7 @@ def executor_pod_template(settings: Settings, labels: dict[str, str] | None = No
             "app.kubernetes.io/name": "synthfactory",
             "app.kubernetes.io/component": "spark-executor",
             "synthfactory.io/step": "stitch_prompts", "synthfactory.io/pool": "cpu",
-            **{k: v for k, v in (labels or {}).items() if k == KUEUE_QUEUE_LABEL}}),
+            **{k: v for k, v in (labels or {}).items() if k == QUEUE_LABEL}}),
         spec=k8s.V1PodSpec(
             restart_policy="Never",
             automount_service_account_token=False,  # executors never call the API

@@ -32,16 +32,16 @@ needs_worker = pytest.mark.skipif(
 )
 
 
-RESULTS = ROOT / "var" / "test-results" / "kubernetes_e2e.txt"
+RESULTS = ROOT / "var" / "test-results"
 
 
 def report(line: str) -> None:
-    """A figure for the person reading the run: printed, and kept in var/test-results/
-    (pytest hides a passing test's output)."""
+    """A figure for the person reading the run: printed, and kept as the latest of its
+    name in var/test-results/ ("RESULT pod-kill: ..." -> pod-kill.txt), since pytest
+    hides a passing test's output."""
     print(line)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as out:
-        out.write(line + "\n")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{line.split()[1].rstrip(':')}.txt").write_text(line + "\n")
 
 
 def pod_env(**extra: str) -> dict[str, str]:

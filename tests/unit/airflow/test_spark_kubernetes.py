@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from test_pod_security import restricted_violations
 
 from operators import spark_kubernetes as sk
+from operators.kueue import QUEUE_LABEL
 from operators.pod_security import SCRATCH_ENV
 from operators.settings import Settings
 
@@ -269,12 +270,12 @@ def test_entrypoint_runs_any_other_command_as_given():
 def test_executors_join_the_drivers_kueue_queue_but_no_pod_group():
     settings = Settings(runner="kubernetes", kueue_queue="cpu-queue")
     template = sk.executor_pod_template(settings, {
-        sk.KUEUE_QUEUE_LABEL: "cpu-queue", "kueue.x-k8s.io/pod-group-name": "wave-1"})
+        QUEUE_LABEL: "cpu-queue", "kueue.x-k8s.io/pod-group-name": "wave-1"})
     labels = template["metadata"]["labels"]
-    assert labels[sk.KUEUE_QUEUE_LABEL] == "cpu-queue"
+    assert labels[QUEUE_LABEL] == "cpu-queue"
     assert "kueue.x-k8s.io/pod-group-name" not in labels
     kwargs = sk.driver_pod_kwargs(settings)
-    assert kwargs["labels"][sk.KUEUE_QUEUE_LABEL] == "cpu-queue"
+    assert kwargs["labels"][QUEUE_LABEL] == "cpu-queue"
     env = {e.name: e.value for e in kwargs["env_vars"]}
     assert json.loads(env[sk.ENV_EXECUTOR_TEMPLATE])["metadata"]["labels"][
-        sk.KUEUE_QUEUE_LABEL] == "cpu-queue"
+        QUEUE_LABEL] == "cpu-queue"
