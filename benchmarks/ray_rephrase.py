@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from synthfactory import storage
+from synthfactory.contract import paths
 from synthfactory.corpus import iter_docstrings
 from synthfactory.model import default_model_dir
 from synthfactory.stitch.prompt_table import prompt_table
@@ -48,7 +49,7 @@ def build_shards(run: Path, shards: int, rows: int, max_new_tokens: int) -> list
         chunk = docs[s * rows:(s + 1) * rows]
         table = prompt_table(template, [f"doc-{s}-{i:03d}" for i in range(rows)], chunk,
                              max_new_tokens)
-        url = f"file://{run}/prompts/shard-{s:05d}.parquet"
+        url = f"file://{run}/{paths.prompt_shard(s)}"
         storage.write_table(table, url)
         urls.append(url)
     return urls
@@ -57,13 +58,17 @@ def build_shards(run: Path, shards: int, rows: int, max_new_tokens: int) -> list
 def count_rows(run: Path, shards: int, rows: int) -> tuple[int, int]:
     """(lost, duplicated) over every shard's committed parts and quarantine."""
     lost = duplicated = 0
+    folder = storage.run_folder(f"file://{run}")
     for s in range(shards):
-        out = f"file://{run}/generated/shard-{s:05d}"
-        commit = storage.read_json(f"{out}/_COMMITTED.json")
+        name = paths.shard_name(s)
+        commit = folder.commit(name)
+        if commit is None:
+            sys.exit(f"{folder.url(paths.commit(name))}: not written")
+        out = folder.url(paths.generated_shard(name))
         seen: list[int] = []
         for part in commit["parts"]:
             seen += storage.read_table(f"{out}/{part['name']}").column("row").to_pylist()
-            q = f"file://{run}/quarantine/rephrase/shard-{s:05d}/{part['name']}"
+            q = folder.url(f"{paths.rephrase_quarantine(name)}/{part['name']}")
             if storage.exists(q):
                 seen += storage.read_table(q).column("row").to_pylist()
         lost += len(set(range(rows)) - set(seen))

@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stitch import build_corpus  # noqa: E402
 
 from synthfactory import storage  # noqa: E402
+from synthfactory.contract import paths  # noqa: E402
 from synthfactory.layout import RunLayout  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
 from synthfactory.stitch.command import manifest_files  # noqa: E402
@@ -96,10 +97,12 @@ def _child(args: argparse.Namespace, master: str, out: str, event_log: Path | No
 def outputs(out: str) -> tuple[list, list, object]:
     import pyarrow as pa
 
-    plan = json.loads(storage.read_bytes(storage.join(out, "prompts", "shards.json")))
+    plan = storage.run_folder(out).shards_plan()
+    if plan is None:
+        sys.exit(f"{out}: no {paths.SHARDS_JSON}")
     shards = [storage.read_table(s["url"]) for s in plan["shards"]]
     listing = [(s["name"], s["rows"], s["tokens"]) for s in plan["shards"]]
-    parts = sorted(storage.list_files(storage.join(out, "quarantine", "stitch"),
+    parts = sorted(storage.list_files(storage.join(out, paths.STITCH_QUARANTINE),
                                       suffix=".parquet"))
     return listing, shards, pa.concat_tables([storage.read_table(u) for u in parts])
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from operators.settings import Settings
-from operators.steps import step_kwargs, step_operator_class
+from synthfactory_airflow.operators.runners import runner_for
+from synthfactory_airflow.operators.settings import Settings
 
 SETTINGS = Settings()
-Step = step_operator_class(SETTINGS)
+RUNNER = runner_for(SETTINGS)
+Step = RUNNER.step_class()
 
 # A retry of the task resumes the same folder (finished configurations are skipped);
 # a new run gets its own folder unless sweep_name names an earlier one.
@@ -84,5 +85,5 @@ with DAG(
                    "--gpu-hour-cost", "{{ params.gpu_hour_cost }}",
                    "--safety-margin", "{{ params.safety_margin }}",
                    "{{ '--apply' if params.apply else '--no-apply' }}"],
-        **step_kwargs("gpu", SETTINGS, "engine_sweep"),
+        **RUNNER.step_kwargs("gpu", "engine_sweep"),
     )

@@ -1,31 +1,25 @@
 """synthetic_rephrase: seed documents in, rephrased documents registered in a catalog out.
 
 Thin by design: every step is a ``synthfactory`` engine subcommand launched by the
-runner (``SYNTHFACTORY_RUNNER=local|kubernetes``); nothing heavy is imported here.
+runner (``SYNTHFACTORY_RUNNER=local|kubernetes``, ``SYNTHFACTORY_REPHRASE_MODE=kuberay``:
+operators/runners/); nothing heavy is imported here.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pendulum
-from airflow.sdk import DAG, Asset, Param, chain, task_group
+from airflow.sdk import DAG, Asset, Param, chain
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from operators.param_rules import check_params_task
-from operators.settings import Settings
-from operators.steps import (
-    catalog_arguments,
-    catalog_kwargs,
-    step_kwargs,
-    step_operator_class,
-    wave_count,
-    wave_requests,
-)
-from plugins.capacity.sensor import WaveCapacitySensor
+from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES
+from synthfactory_airflow.operators.param_rules import check_params_task
+from synthfactory_airflow.operators.runners import runner_for
+from synthfactory_airflow.operators.settings import Settings
+from synthfactory_airflow.plugins.capacity.sensor import WaveCapacitySensor
 
 SETTINGS = Settings()
-Step = step_operator_class(SETTINGS)
+RUNNER = runner_for(SETTINGS)  # local, kubernetes or kuberay: the DAG never asks which
+Step = RUNNER.step_class()
 CATALOG_TABLE = "synthetic.rephrased"
 CATALOG_ASSET = Asset(f"iceberg://synthfactory/{CATALOG_TABLE}", group="synthfactory")
 MAX_MAP_LENGTH = 1024  # Airflow's default [core] max_map_length
@@ -55,33 +49,10 @@ The runner (`SYNTHFACTORY_RUNNER`) is `local` (subprocesses of `.venv-worker`) o
 GROUPS = "{{ ti.xcom_pull(task_ids='plan_shards') | length }}"  # wave size = shard groups
 
 
-def validate_argv(group: dict) -> list[str]:
-    return group["validate"]
-
-
-def shard_argvs(group: dict) -> dict[str, list[str]]:
-    """One plan entry -> the arguments of one ``shard`` task group (expand_kwargs)."""
-    return {"rephrase_argv": group["rephrase"], "validate_argv": group["validate"]}
-
-
-@task_group(group_id="shard")
-def shard(rephrase_argv: list[str], validate_argv: list[str]) -> None:
-    """One shard group: its validation starts as soon as its own rephrase ends."""
-    rephrase = Step(task_id="rephrase", arguments=rephrase_argv,  # one Kueue gang per wave
-                    **step_kwargs("gpu", SETTINGS, "rephrase", gang_size=GROUPS))
-    validate = Step(task_id="validate", arguments=validate_argv,
-                    **step_kwargs("cpu", SETTINGS, "validate"))
-    rephrase >> validate
-
-
 # The trigger form's sections, in the order a new user fills them.
 DATA, PROMPTS, MODEL, CATALOG, SMOKE = (
     "Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test")
-STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq")  # synthfactory/templates
 URL_PATTERN = r"^(file|s3)://\S+$"  # a bare path would resolve against the worker's cwd
-# A URI with a password (user:pw@ or ?password=) is refused before the run exists: the
-# run's conf is stored and shown; passwords travel through catalog_conn_id (ADR 0070).
-NO_PASSWORD_PATTERN = r"^(?![^:/?#]+://[^/?#@]*:[^/?#@]+@)(?!.*[?&](password|passwd|pwd)=[^&])"
 
 params = {
     "source": Param(SETTINGS.url("var", "corpus"), type="string", pattern=URL_PATTERN,
@@ -122,8 +93,13 @@ params = {
     "spark_executor_memory": Param("4g", type="string", pattern=r"^[1-9][0-9]*[mg]$",
                                    section=PROMPTS,
                                    description="JVM heap per Spark executor, e.g. 4g"),
-    "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192, section=MODEL,
-                            description="most tokens generated per rephrasing"),
+    # "auto": each row's budget from its source's length and its template's max_ratio
+    # (docs/quality.md); a number caps every row alike. The form may send the number as
+    # text, hence the pattern.
+    "max_new_tokens": Param("auto", type=["integer", "string"], minimum=1, maximum=8192,
+                            pattern="^(auto|[1-9][0-9]{0,3})$", section=MODEL,
+                            description="most tokens generated per rephrasing: auto (sized "
+                                        "to each source and template) or a number"),
     "max_model_len": Param(2048, type="integer", minimum=256, section=MODEL,
                            description="vLLM context window: prompt plus new tokens of one "
                                        "sequence"),
@@ -144,9 +120,11 @@ params = {
     "engine_args": Param({}, type="object", section=MODEL,
                          description="vllm.LLM arguments over the tuned defaults"),
     # On Kubernetes the worker Secret's SYNTHFACTORY_CATALOG_URI is the default catalog.
-    "catalog_uri": Param("" if SETTINGS.runner == "kubernetes"
-                         else f"sqlite:///{SETTINGS.home}/var/catalog/catalog.db",
-                         type="string", section=CATALOG, pattern=NO_PASSWORD_PATTERN,
+    # A URI with a password (user:pw@ or ?password=) is refused before the run exists:
+    # the run's conf is stored and shown; passwords travel through catalog_conn_id
+    # (ADR 0070). The pattern is the contract's, the engine's has_password negated.
+    "catalog_uri": Param(RUNNER.default_catalog_uri, type="string", section=CATALOG,
+                         pattern=NO_PASSWORD_PATTERN,
                          description="pyiceberg SQL catalog URI without a password (SQLite); "
                                      "a database with a password: catalog_conn_id"),
     # null allowed: the trigger form sends an emptied text field as null, and refuses
@@ -186,9 +164,9 @@ with DAG(
                    "--interval-start", "{{ data_interval_start.isoformat() }}",
                    "--interval-end", "{{ data_interval_end.isoformat() }}",
                    "--partition-template", "{{ params.partition_template }}"],
-        **step_kwargs("cpu", SETTINGS, "crawl_metadata"),
+        **RUNNER.step_kwargs("cpu", "crawl_metadata"),
     )
-    stitch = step_operator_class(SETTINGS, spark_driver=True)(
+    stitch = RUNNER.spark_driver_class()(
         task_id="stitch_prompts",
         arguments=["stitch", "--manifest", RUN + "/manifest", "--out", RUN,
                    "--templates", "{{ params.templates | join(',') }}",
@@ -202,7 +180,7 @@ with DAG(
                    "--executors", "{{ params.spark_executors }}",
                    "--executor-cores", "{{ params.spark_executor_cores }}",
                    "--executor-memory", "{{ params.spark_executor_memory }}"],
-        **step_kwargs("cpu", SETTINGS, "stitch_prompts", spark_driver=True),
+        **RUNNER.spark_driver_kwargs("stitch_prompts"),
     )
     plan = Step(
         task_id="plan_shards",
@@ -213,67 +191,42 @@ with DAG(
                    "--temperature", "{{ params.temperature }}",
                    "--checkpoint-rows", "{{ params.checkpoint_rows }}",
                    "--replicas", "{{ params.gpus_per_task }}"],
-        **step_kwargs("cpu", SETTINGS, "plan_shards"),
+        **RUNNER.step_kwargs("cpu", "plan_shards"),
     )
-    kuberay = SETTINGS.rephrase_mode == "kuberay"
-    if kuberay:  # the head and every worker of the wave's RayJob, admitted together
-        from operators.rayjob import rayjob_wave_template
-
-        wave = rayjob_wave_template(GROUPS)
-    else:
-        wave = [{"pool": kind, "count": wave_count(SETTINGS, GROUPS),
-                 **wave_requests(kind, SETTINGS)} for kind in ("gpu", "cpu")]
-    wait = WaveCapacitySensor(
+    wait = WaveCapacitySensor(  # the whole wave (pods, or the RayJob's head and workers)
         task_id="wait_for_capacity",
-        wave=wave,
-        cluster="kubernetes" if SETTINGS.runner == "kubernetes" else "local",
-        namespace=SETTINGS.namespace,
-        kubernetes_conn_id=SETTINGS.kubernetes_conn_id,
-        # CPU and GPU pools may live in two clusters: one poke reads both
-        pool_connections={kind: SETTINGS.kubernetes_conn_for(kind) for kind in ("gpu", "cpu")},
+        **RUNNER.capacity_kwargs(GROUPS),
         poke_interval=30,
         timeout=6 * 3600,
         mode="reschedule",
     )
-    if kuberay:  # one RayJob over every shard group, then each group's validation
-        from operators.rayjob_operator import RayJobWaveOperator
-
-        rephrase_wave = RayJobWaveOperator(
-            task_id="rephrase_wave", kubernetes_conn_id=SETTINGS.kubernetes_conn_for("gpu"),
-            namespace=SETTINGS.namespace, image=SETTINGS.worker_image, workers=GROUPS,
-            gpus_per_worker="{{ params.gpus_per_task }}", secret_name=SETTINGS.secret_name,
-            kueue_queue=SETTINGS.kueue_queue, priority_class=SETTINGS.priority_class,
-            retries=3, retry_delay=timedelta(minutes=1), retry_exponential_backoff=True,
-            pool=SETTINGS.gpu_pool)
-        validates = Step.partial(task_id="validate", **step_kwargs("cpu", SETTINGS, "validate"),
-                                 ).expand(arguments=plan.output.map(validate_argv))
-        shards = [rephrase_wave, validates]
-    else:
-        shards = shard.expand_kwargs(plan.output.map(shard_argvs))
+    # shard[i] = shard.rephrase >> shard.validate mapped over the plan; under kuberay one
+    # RayJob (rephrase_wave) over every group, then a mapped validate
+    shards = RUNNER.shard_groups(plan, GROUPS)
     register = Step(
         task_id="register_catalog",
         arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
-                   *catalog_arguments(),
+                   *RUNNER.catalog_arguments(),
                    "--pipeline", "synthetic_rephrase",
                    "--interval", "{{ data_interval_start.isoformat() }}/"
                                  "{{ data_interval_end.isoformat() }}",
                    "--airflow-run-id", "{{ run_id }}"],
         outlets=[CATALOG_ASSET],
-        **step_kwargs("cpu", SETTINGS, "register_catalog"), **catalog_kwargs(SETTINGS),
+        **RUNNER.step_kwargs("cpu", "register_catalog"), **RUNNER.catalog_kwargs(),
     )
     # Reads what every step wrote, not their summaries: nothing lost, duplicated or
     # stale from the manifest to the catalog rows (docs/audit.md).
     audit = Step(
         task_id="audit_run",
         arguments=["audit", "--run", RUN, "--table", "{{ params.table }}",
-                   *catalog_arguments()],
-        **{**step_kwargs("cpu", SETTINGS, "audit_run"), "retries": 0},  # a retry reads the same
-        **catalog_kwargs(SETTINGS),
+                   *RUNNER.catalog_arguments()],
+        **{**RUNNER.step_kwargs("cpu", "audit_run"), "retries": 0},  # a retry reads the same
+        **RUNNER.catalog_kwargs(),
     )
     smoke = Step(
         task_id="smoke_test_training",
         arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}"],
-        **step_kwargs("gpu", SETTINGS, "smoke_test_training"),
+        **RUNNER.step_kwargs("gpu", "smoke_test_training"),
     )
     # Last, whatever happened before (failed runs too): report.json + figures in the run
     # folder, shown by plugins/run_report. A teardown, so a report written for a failed
@@ -282,10 +235,7 @@ with DAG(
         task_id="write_report",
         arguments=["report", "--run", RUN, "--dag-id", "{{ dag.dag_id }}",
                    "--airflow-run-id", "{{ run_id }}"],
-        **step_kwargs("cpu", SETTINGS, "write_report"),
+        **RUNNER.step_kwargs("cpu", "write_report"),
     ).as_teardown()
-    if kuberay:
-        chain(crawl, stitch, plan, wait, *shards, register, audit, smoke, report)
-    else:
-        chain(crawl, stitch, plan, wait, shards, register, audit, smoke, report)
+    chain(crawl, stitch, plan, wait, *shards, register, audit, smoke, report)
     check >> crawl

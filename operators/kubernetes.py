@@ -12,17 +12,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from airflow.sdk.exceptions import AirflowException
 from kubernetes.client import models as k8s
 
-from operators.exit_codes import fail_without_retry_on
-from operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
-from operators.pod_security import scratch_env, security_kwargs
-from operators.results import attach_to_outlets
-from operators.settings import Settings
+from synthfactory.contract import RESULT_FILE_ENV
+from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
+from synthfactory_airflow.operators.kube_client import kubernetes_hook
+from synthfactory_airflow.operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
+from synthfactory_airflow.operators.pod_security import scratch_env, security_kwargs
+from synthfactory_airflow.operators.results import attach_to_outlets
+from synthfactory_airflow.operators.settings import Settings
 
 XCOM_RESULT_FILE = "/airflow/xcom/return.json"  # read by the provider's xcom sidecar
 
@@ -97,6 +100,12 @@ class SynthfactoryPodOperator(KubernetesPodOperator):
         self.pod_group = pod_group
         self.gpus_param = gpus_param  # resources scale with this Param (an N-GPU pod)
 
+    @cached_property
+    def hook(self) -> Any:
+        """The client every other caller of this package builds, for the same connection."""
+        return kubernetes_hook(self.kubernetes_conn_id, config_file=self.config_file,
+                               cluster_context=self.cluster_context, in_cluster=self.in_cluster)
+
     def build_pod_request_obj(self, context: Any = None, **kwargs: Any) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, **kwargs)
         if self.gpus_param and context:
@@ -163,7 +172,7 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str,
             requests=policy.requests, limits=policy.limits),
         "node_selector": dict(policy.node_selector),
         "tolerations": [k8s.V1Toleration(**t) for t in policy.tolerations],
-        "env_vars": [k8s.V1EnvVar(name="SYNTHFACTORY_RESULT_FILE", value=XCOM_RESULT_FILE),
+        "env_vars": [k8s.V1EnvVar(name=RESULT_FILE_ENV, value=XCOM_RESULT_FILE),
                      *scratch_env()],
         **security_kwargs(kind),  # Pod Security Standard "restricted", sidecar included
         "env_from": [k8s.V1EnvFromSource(

@@ -18,11 +18,10 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from operators.exit_codes import fail_without_retry_on
-from operators.results import attach_to_outlets
-from operators.step_env import step_environment
-
-RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # the engine's synthfactory.result contract
+from synthfactory.contract import RESULT_FILE_ENV
+from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
+from synthfactory_airflow.operators.results import attach_to_outlets
+from synthfactory_airflow.operators.step_env import step_environment
 
 
 class StepFailed(RuntimeError):
@@ -74,14 +73,14 @@ class LocalStepOperator(BaseOperator):
     def _aws_env(self) -> dict[str, str]:
         if not self.aws_conn_id:
             return {}
-        from operators.aws_env import aws_environment
+        from synthfactory_airflow.operators.aws_env import aws_environment
 
         return aws_environment(self.aws_conn_id)
 
     def _catalog_env(self) -> dict[str, str]:
         if not self.catalog_conn_id:
             return {}
-        from operators.catalog_env import catalog_environment
+        from synthfactory_airflow.operators.catalog_env import catalog_environment
 
         return catalog_environment(self.catalog_conn_id)
 

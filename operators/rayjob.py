@@ -14,11 +14,15 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from kubernetes.client import ApiClient
-
-from operators.kubernetes import CPU_POLICY, GPU_POLICY, per_gpu, per_gpu_template
-from operators.kueue import QUEUE_LABEL
-from operators.pod_security import (
+from synthfactory_airflow.operators.kube_client import to_json
+from synthfactory_airflow.operators.kubernetes import (
+    CPU_POLICY,
+    GPU_POLICY,
+    per_gpu,
+    per_gpu_template,
+)
+from synthfactory_airflow.operators.kueue import QUEUE_LABEL
+from synthfactory_airflow.operators.pod_security import (
     container_security_context,
     pod_security_context,
     scratch_env,
@@ -54,24 +58,20 @@ def wave_entrypoint(groups: list[dict], replicas: int) -> list[str]:
             "--ray-address", "auto", "--replicas", str(replicas), "--gpus-per-replica", "1"]
 
 
-def _serialize(model: Any) -> Any:
-    return ApiClient().sanitize_for_serialization(model)
-
-
 def _pod_template(kind: str, name: str, image: str, requests: dict[str, str],
                   limits: dict[str, str], secret_name: str, node_selector: dict,
                   tolerations: list, priority_class: str | None) -> dict:
     spec: dict[str, Any] = {
-        "securityContext": _serialize(pod_security_context()),
+        "securityContext": to_json(pod_security_context()),
         "nodeSelector": dict(node_selector),
-        "volumes": _serialize(scratch_volumes(kind)),
+        "volumes": to_json(scratch_volumes(kind)),
         "containers": [{
             "name": name,
             "image": image,
             "resources": {"requests": requests, "limits": limits},
-            "securityContext": _serialize(container_security_context()),
-            "volumeMounts": _serialize(scratch_volume_mounts(kind)),
-            "env": _serialize(scratch_env()),
+            "securityContext": to_json(container_security_context()),
+            "volumeMounts": to_json(scratch_volume_mounts(kind)),
+            "env": to_json(scratch_env()),
             # credentials: the Secret's keys become the environment; no value in the spec
             "envFrom": [{"secretRef": {"name": secret_name, "optional": True}}],
         }],

@@ -1,7 +1,7 @@
 """Create the wave's RayJob, wait for its status, surface the driver's failure, delete it.
 
-Launched with the kubernetes client's CustomObjectsApi through the provider's
-KubernetesHook (the GPU pool's connection), not the provider's resource operators: those
+Launched with the kubernetes client's CustomObjectsApi of the GPU pool's connection
+(operators/kube_client.py), not the provider's resource operators: those
 create and delete but do not wait for a custom resource's status (docs/adr/0057). The
 wait is deferrable (``RayJobStatusTrigger`` polls in the triggerer) with a polling
 fallback (``deferrable=False``). The job's name is fixed per (DAG run, try), so a task
@@ -18,8 +18,15 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from operators.rayjob import GROUP, PLURAL, VERSION, rayjob_manifest, wave_entrypoint
-from operators.rayjob_trigger import RayJobStatusTrigger, custom_objects_api, terminal_state
+from synthfactory_airflow.operators.kube_client import custom_objects
+from synthfactory_airflow.operators.rayjob import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    rayjob_manifest,
+    wave_entrypoint,
+)
+from synthfactory_airflow.operators.rayjob_trigger import RayJobStatusTrigger, terminal_state
 
 SUCCEEDED = "SUCCEEDED"
 
@@ -67,7 +74,7 @@ class RayJobWaveOperator(BaseOperator):
     def execute(self, context: Any) -> dict:
         manifest = self.build_manifest(context)
         name = self._rayjob = manifest["metadata"]["name"]  # _rayjob: for on_kill
-        api = custom_objects_api(self.kubernetes_conn_id)
+        api = custom_objects(self.kubernetes_conn_id)
         self._create_or_reattach(api, name, manifest)
         if self.deferrable:
             self.defer(trigger=RayJobStatusTrigger(
@@ -116,7 +123,7 @@ class RayJobWaveOperator(BaseOperator):
         from kubernetes.client.exceptions import ApiException
 
         try:
-            custom_objects_api(self.kubernetes_conn_id).delete_namespaced_custom_object(
+            custom_objects(self.kubernetes_conn_id).delete_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, PLURAL, name)
             self.log.info("deleted RayJob %s/%s", self.namespace, name)
         except ApiException as exc:

@@ -18,12 +18,6 @@ def terminal_state(status: dict) -> bool:
             or status.get("jobDeploymentStatus") in TERMINAL_DEPLOYMENT_STATUSES)
 
 
-def custom_objects_api(kubernetes_conn_id: str):
-    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-    return KubernetesHook(conn_id=kubernetes_conn_id).custom_object_client
-
-
 class RayJobStatusTrigger(BaseTrigger):
     def __init__(self, kubernetes_conn_id: str, namespace: str, name: str,
                  poll_interval: float = 30.0):
@@ -34,14 +28,15 @@ class RayJobStatusTrigger(BaseTrigger):
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("operators.rayjob_trigger.RayJobStatusTrigger",
+        return ("synthfactory_airflow.operators.rayjob_trigger.RayJobStatusTrigger",
                 {"kubernetes_conn_id": self.kubernetes_conn_id, "namespace": self.namespace,
                  "name": self.name, "poll_interval": self.poll_interval})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from operators.rayjob import GROUP, PLURAL, VERSION
+        from synthfactory_airflow.operators.kube_client import custom_objects
+        from synthfactory_airflow.operators.rayjob import GROUP, PLURAL, VERSION
 
-        api = custom_objects_api(self.kubernetes_conn_id)
+        api = custom_objects(self.kubernetes_conn_id)  # sync client, in a thread below
         while True:
             try:
                 job = await asyncio.to_thread(api.get_namespaced_custom_object, GROUP, VERSION,

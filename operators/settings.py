@@ -84,6 +84,11 @@ class Settings:
             if not getattr(self, f"{pool}_kubernetes_conn_id"):
                 object.__setattr__(self, f"{pool}_kubernetes_conn_id", self.kubernetes_conn_id)
 
+    @property
+    def mode(self) -> str:
+        """The runner's mode (operators/runners/): local, kubernetes or kuberay."""
+        return "kuberay" if self.rephrase_mode == "kuberay" else self.runner
+
     def kubernetes_conn_for(self, pool: str) -> str:
         """The Kubernetes connection of the cluster that runs ``pool``'s (cpu|gpu) pods."""
         return {"cpu": self.cpu_kubernetes_conn_id, "gpu": self.gpu_kubernetes_conn_id}[pool]

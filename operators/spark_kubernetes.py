@@ -25,31 +25,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
-from operators.kubernetes import CPU_POLICY, SynthfactoryPodOperator, pod_operator_kwargs
-from operators.kueue import QUEUE_LABEL
-from operators.pod_security import (
+from synthfactory.contract.spark_driver import (
+    BLOCK_MANAGER_PORT,
+    DRIVER_PORT,
+    ENV_DRIVER_HOST,
+    ENV_DRIVER_POD,
+    ENV_EXECUTOR_TEMPLATE,
+    ENV_IMAGE,
+    ENV_NAMESPACE,
+    EXECUTOR_CONTAINER,
+)
+from synthfactory_airflow.operators.kube_client import to_json
+from synthfactory_airflow.operators.kubernetes import (
+    CPU_POLICY,
+    SynthfactoryPodOperator,
+    pod_operator_kwargs,
+)
+from synthfactory_airflow.operators.kueue import QUEUE_LABEL
+from synthfactory_airflow.operators.pod_security import (
     container_security_context,
     pod_security_context,
     scratch_env,
     scratch_volume_mounts,
     scratch_volumes,
 )
-from operators.settings import Settings
+from synthfactory_airflow.operators.settings import Settings
 
 log = logging.getLogger(__name__)
 
-ENV_IMAGE = "SYNTHFACTORY_SPARK_IMAGE"
-ENV_NAMESPACE = "SYNTHFACTORY_SPARK_NAMESPACE"
-ENV_DRIVER_POD = "SYNTHFACTORY_SPARK_DRIVER_POD"
-ENV_DRIVER_HOST = "SYNTHFACTORY_SPARK_DRIVER_HOST"
-ENV_EXECUTOR_TEMPLATE = "SYNTHFACTORY_SPARK_EXECUTOR_TEMPLATE"
-DRIVER_PORT = 7078
-BLOCK_MANAGER_PORT = 7079
-EXECUTOR_CONTAINER = "spark-executor"
 DRIVER_LABEL = "synthfactory.io/spark-driver"
 # Spark mounts its own local-dir emptyDir unless the template has one by this name prefix.
 SPARK_LOCAL_VOLUME = "spark-local-dir-1"
@@ -123,7 +129,7 @@ def executor_pod_template(settings: Settings, labels: dict[str, str] | None = No
             )],
         ),
     )
-    return ApiClient().sanitize_for_serialization(pod)
+    return to_json(pod)
 
 
 def _field_env(name: str, path: str) -> k8s.V1EnvVar:

@@ -7,7 +7,6 @@ export RAY_AUTH_MODE=disabled
 export AIRFLOW_HOME="$(mktemp -d /tmp/synthfactory-test-airflow.XXXXXX)"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_FOLDER="$PWD/dags"
-export AIRFLOW__CORE__PLUGINS_FOLDER="$PWD/plugins"
 trap 'rm -rf "$AIRFLOW_HOME"' EXIT
 
 if [ -z "${SYNTHFACTORY_SKIP_ENGINE_TESTS:-}" ]; then

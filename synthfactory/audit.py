@@ -25,13 +25,13 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.catalog import config
+from synthfactory.contract import RunFolder
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 
 log = logging.getLogger(__name__)
 
-COMMITTED = "_COMMITTED.json"
 _MAX_SHOWN = 50
 
 
@@ -87,12 +87,13 @@ def run(args: argparse.Namespace) -> dict:
 
 def audit(run_url: str, table: str | None = None,
           settings: config.CatalogSettings | None = None, id_column: str = "id") -> AuditReport:
-    layout = RunLayout(storage.normalize(run_url).rstrip("/"))
+    folder = storage.run_folder(run_url)
+    layout = RunLayout(folder.run_url)
     report = AuditReport(layout.run_url)
-    if not storage.exists(layout.shards_json):
+    shards_json = folder.shards_plan()
+    if shards_json is None:
         raise SynthfactoryError(f"{layout.shards_json}: not found; is {layout.run_url} a run "
                                 "folder that `synthfactory stitch` has written?")
-    shards_json = storage.read_json(layout.shards_json)
     entries = shards_json.get("shards") or []
     prompt_ids: set[str] = set()
     keys: Counter = Counter()  # (id, template_id) over all outputs
@@ -101,28 +102,27 @@ def audit(run_url: str, table: str | None = None,
         prompts = storage.read_table(entry["url"])
         report.prompt_rows += prompts.num_rows
         prompt_ids.update(prompts.column("id").to_pylist())
-        _audit_shard(layout, entry["name"], prompts, report, keys, committed_rows)
+        _audit_shard(folder, layout, entry["name"], prompts, report, keys, committed_rows)
     for (doc_id, template), n in keys.items():
         if n > 1:
             report.duplicated += n - 1
             report.problems.append(f"({doc_id}, {template}) appears {n} times in the outputs")
-    _audit_documents(layout, shards_json, prompt_ids, id_column, report)
+    _audit_documents(layout, prompt_ids, id_column, report)
     if table:
         _audit_catalog(layout.run_url, table, settings, committed_rows, report)
     return report
 
 
-def _audit_shard(layout: RunLayout, name: str, prompts: pa.Table, report: AuditReport,
-                 keys: Counter, committed_rows: list[tuple]) -> None:
-    out_url = storage.join(layout.generated, name)
-    quarantine_url = storage.join(layout.quarantine, "rephrase", name)
-    commit_url = storage.join(out_url, COMMITTED)
-    if not storage.exists(commit_url):
+def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Table,
+                 report: AuditReport, keys: Counter, committed_rows: list[tuple]) -> None:
+    out_url = layout.shard_output(name)
+    quarantine_url = layout.rephrase_quarantine(name)
+    commit = folder.commit(name)
+    if commit is None:
         report.lost += prompts.num_rows
-        report.problems.append(f"{name}: not committed ({commit_url} missing): "
+        report.problems.append(f"{name}: not committed ({layout.commit(name)} missing): "
                                f"{prompts.num_rows} prompt rows have no output")
         return
-    commit = storage.read_json(commit_url)
     current = prompt_checksum(prompts)
     if commit.get("prompt_checksum") != current:
         report.stale += 1
@@ -176,14 +176,13 @@ def _audit_shard(layout: RunLayout, name: str, prompts: pa.Table, report: AuditR
                                f"e.g. rows {sorted(twice)[:5]}")
 
 
-def _audit_documents(layout: RunLayout, shards_json: dict, prompt_ids: set[str],
-                     id_column: str, report: AuditReport) -> None:
+def _audit_documents(layout: RunLayout, prompt_ids: set[str], id_column: str,
+                     report: AuditReport) -> None:
     """Each seed document is a prompt or a stitch quarantine row, each only once."""
-    manifest = shards_json.get("manifest") or layout.manifest
-    files = sorted({key for url in storage.list_files(manifest, suffix=".parquet")
+    files = sorted({key for url in storage.list_files(layout.manifest, suffix=".parquet")
                     for key in storage.read_table(url, columns=["key"]).column(0).to_pylist()})
     quarantined: Counter = Counter()
-    for url in storage.list_files(storage.join(layout.quarantine, "stitch"), suffix=".parquet"):
+    for url in storage.list_files(layout.stitch_quarantine, suffix=".parquet"):
         t = storage.read_table(url, columns=["source", "source_row"])
         quarantined.update(zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True))
     kept: Counter = Counter()

@@ -17,10 +17,11 @@ import os
 import sys
 import traceback
 
+from synthfactory.contract import DEBUG_ENV, EXIT_DONE, EXIT_RETRYABLE, EXIT_USAGE
 from synthfactory.errors import SynthfactoryError
 from synthfactory.result import publish
 
-# name -> (module, one-line help). Keep in sync with DESIGN.md's subcommand list.
+# name -> (module, one-line help): the list `synthfactory --help` prints.
 COMMANDS: dict[str, tuple[str, str]] = {
     "corpus": ("synthfactory.corpus", "build the seed corpus from the Python stdlib docstrings"),
     "model": ("synthfactory.model", "prepare the embedded model folder (model prepare)"),
@@ -29,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("synthfactory.plan", "group shards for the rephrase wave and size the wave"),
     "rephrase": ("synthfactory.rephrase.command", "vLLM: rephrase prompt shards, checkpointed"),
     "validate": ("synthfactory.validate", "per-shard token statistics and quality flags"),
+    "quality": ("synthfactory.quality.command", "per-row quality verdicts over a Parquet table"),
     "register": ("synthfactory.catalog.command", "register committed shards in an Iceberg table"),
     "catalog": ("synthfactory.catalog.browse", "list catalog tables and runs"),
     "audit": ("synthfactory.audit", "check a run end to end: nothing lost, duplicated or stale"),
@@ -42,12 +44,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     lines = ["usage: synthfactory COMMAND [options]", "", "commands:"]
     lines += [f"  {name:<16} {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "--debug (anywhere, or SYNTHFACTORY_DEBUG=1) shows the traceback of an error"]
+    lines += ["", f"--debug (anywhere, or {DEBUG_ENV}=1) shows the traceback of an error"]
     return "\n".join(lines)
 
 
 DEBUG_FLAG = "--debug"
-DEBUG_ENV = "SYNTHFACTORY_DEBUG"
 MAX_MESSAGE = 600  # some libraries put a whole config dump in the message
 
 
@@ -74,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[DEBUG_ENV] = "1"
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
-        return 0 if argv else 2
+        return EXIT_DONE if argv else EXIT_USAGE
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"synthfactory: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -109,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{prefix} {one_line(exc)} (rerun with {DEBUG_FLAG} for the traceback)",
                   file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_RETRYABLE
+    return EXIT_DONE
 
 
 if __name__ == "__main__":

@@ -42,3 +42,14 @@ non_negative_float = _bounded(float, lambda v: v >= 0, "0 or more", "A finite nu
 fraction = _bounded(float, lambda v: 0 <= v <= 1, "between 0 and 1", "A number in [0, 1].")
 # top-p: 0 would keep no token
 probability = _bounded(float, lambda v: 0 < v <= 1, "in (0, 1]", "A number in (0, 1].")
+
+
+AUTO = "auto"
+
+
+def budget(text: str) -> int | str:
+    """``max_new_tokens``: an integer >= 1, or ``auto`` (each row's budget from its source's
+    length and its template's ratio; synthfactory/stitch/budget.py)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    return positive_int(text)

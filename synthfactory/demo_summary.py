@@ -7,7 +7,6 @@ import textwrap
 
 from synthfactory import storage
 from synthfactory.layout import RunLayout
-from synthfactory.rephrase.worker import read_commit
 
 
 def _wrap(text: str, width: int = 88, limit: int = 600) -> str:
@@ -25,10 +24,13 @@ def main() -> None:
     parser.add_argument("--wall-seconds", type=int, default=None)
     args = parser.parse_args()
 
-    layout = RunLayout(storage.normalize(args.run))
-    plan = storage.read_json(layout.shards_json)
-    manifest = storage.read_json(storage.join(layout.manifest, "_SUMMARY.json"))
-    commits = [read_commit(layout.generated_shard(i)) for i in range(len(plan["shards"]))]
+    folder = storage.run_folder(args.run)
+    layout = RunLayout(folder.run_url)
+    files = folder.read()
+    plan, manifest = files.plan, files.manifest
+    commits = [shard.commit for shard in files.shards]
+    if plan is None or manifest is None or not commits or None in commits:
+        raise SystemExit(f"--run {layout.run_url}: not a finished run ({'; '.join(files.missing)})")
     rows = sum(c["rows_generated"] for c in commits)
     quarantined = sum(c["rows_quarantined"] for c in commits)
     out_tokens = sum(c["output_tokens"] for c in commits)
@@ -40,9 +42,10 @@ def main() -> None:
     table = catalog.load_table(args.table)
     arrow = table.scan(row_filter=f"run_url == '{layout.run_url}'").to_arrow()
     first = commits[0]
-    part = storage.read_table(storage.join(layout.generated_shard(0), first["parts"][0]["name"]))
+    part = storage.read_table(storage.join(layout.shard_output(files.shards[0].name),
+                                           first["parts"][0]["name"]))
     example = part.slice(0, 1).to_pylist()[0]
-    prompts = storage.read_table(layout.prompt_shard(0))
+    prompts = storage.read_table(files.shards[0].entry["url"])
     prompt = prompts.slice(example["row"], 1).to_pylist()[0]
     source = prompt["user"].split("Text:\n", 1)[-1]
 

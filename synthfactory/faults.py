@@ -16,9 +16,9 @@ import os
 import time
 from pathlib import Path
 
-PAUSE_ENV = "SYNTHFACTORY_PAUSE_AT"
-MARKER_ENV = "SYNTHFACTORY_PAUSE_MARKER"
-RELEASE_ENV = "SYNTHFACTORY_PAUSE_RELEASE"
+from synthfactory.contract import PAUSE_AT_ENV as PAUSE_ENV
+from synthfactory.contract import PAUSE_MARKER_ENV as MARKER_ENV
+from synthfactory.contract import PAUSE_RELEASE_ENV as RELEASE_ENV
 
 
 def pause_point(name: str) -> None:

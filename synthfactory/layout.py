@@ -1,11 +1,13 @@
-"""The storage layout of one pipeline run (DESIGN.md): one prefix per run, so a
-backfill rerun of the same interval writes the same keys."""
+"""The URLs of one pipeline run's files: one prefix per run, so a backfill rerun of the
+same interval writes the same keys. The names are the contract's
+(``synthfactory.contract.paths``); this joins them with ``synthfactory.storage``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from synthfactory import storage
+from synthfactory.contract import paths
 
 
 @dataclass(frozen=True)
@@ -16,35 +18,59 @@ class RunLayout:
     def for_interval(cls, root: str, pipeline: str, interval: str) -> RunLayout:
         return cls(storage.join(root, pipeline, interval))
 
+    def url(self, path: str) -> str:
+        """The URL of a path relative to the run (one of ``contract.paths``)."""
+        return storage.join(self.run_url, path)
+
     @property
     def manifest(self) -> str:
-        return storage.join(self.run_url, "manifest")
+        return self.url(paths.MANIFEST)
+
+    @property
+    def manifest_summary(self) -> str:
+        return self.url(paths.MANIFEST_SUMMARY)
 
     @property
     def prompts(self) -> str:
-        return storage.join(self.run_url, "prompts")
+        return self.url(paths.PROMPTS)
 
     @property
     def shards_json(self) -> str:
-        return storage.join(self.prompts, "shards.json")
+        return self.url(paths.SHARDS_JSON)
 
     @property
     def generated(self) -> str:
-        return storage.join(self.run_url, "generated")
+        return self.url(paths.GENERATED)
 
     @property
     def quarantine(self) -> str:
-        return storage.join(self.run_url, "quarantine")
+        return self.url(paths.QUARANTINE)
+
+    @property
+    def stitch_quarantine(self) -> str:
+        return self.url(paths.STITCH_QUARANTINE)
 
     @property
     def validation(self) -> str:
-        return storage.join(self.run_url, "validation")
+        return self.url(paths.VALIDATION)
 
     def prompt_shard(self, index: int) -> str:
-        return storage.join(self.prompts, f"shard-{index:05d}.parquet")
+        return self.url(paths.prompt_shard(index))
 
     def generated_shard(self, index: int) -> str:
-        return storage.join(self.generated, f"shard-{index:05d}")
+        return self.url(paths.generated_shard(paths.shard_name(index)))
+
+    def shard_output(self, shard: str) -> str:
+        return self.url(paths.generated_shard(shard))
+
+    def commit(self, shard: str) -> str:
+        return self.url(paths.commit(shard))
+
+    def shard_validation(self, shard: str) -> str:
+        return self.url(paths.validation(shard))
+
+    def rephrase_quarantine(self, shard: str) -> str:
+        return self.url(paths.rephrase_quarantine(shard))
 
 
 def shard_name(shard_url: str) -> str:

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from synthfactory.contract import HOME_ENV
 from synthfactory.errors import SynthfactoryError
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ _READY = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 def default_model_dir() -> Path:
-    home = Path(os.environ.get("SYNTHFACTORY_HOME", "."))
+    home = Path(os.environ.get(HOME_ENV, "."))
     return (home / DEFAULT_MODEL_DIR).resolve()
 
 

@@ -14,7 +14,8 @@ import argparse
 
 from synthfactory import storage
 from synthfactory.cli_types import positive_int
-from synthfactory.errors import PermanentError
+from synthfactory.contract import PlanGroup
+from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 
 ENTRY_KEYS = ("name", "url", "rows", "tokens")
@@ -63,16 +64,18 @@ def check_entries(shards: list, where: str) -> None:
                                      f"got {value!r}")
 
 
-def run(args: argparse.Namespace) -> list[dict]:
+def run(args: argparse.Namespace) -> list[PlanGroup]:
     layout = RunLayout(storage.normalize(args.run))
-    plan = storage.read_json(layout.shards_json)
+    plan = storage.run_folder(layout.run_url).shards_plan()
+    if plan is None:
+        raise SynthfactoryError(f"{layout.shards_json}: not found")
     shards = plan.get("shards") if isinstance(plan, dict) else None
     if not isinstance(shards, list):
         raise PermanentError(f"{layout.shards_json}: no 'shards' list")
     check_entries(shards, layout.shards_json)
     options = [o for o in args.rephrase_options if o != "--"]
     groups = group_shards(shards, args.max_groups)
-    planned = []
+    planned: list[PlanGroup] = []
     for group in groups:
         shard_flags = [flag for s in group for flag in ("--shard", s["url"])]
         planned.append({

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"
+from synthfactory.contract import RESULT_FILE_ENV
 
 
 def publish(summary: dict) -> None:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from synthfactory.contract import RunFolder
 from synthfactory.errors import SynthfactoryError
 
 SCHEMES = ("file", "s3")
@@ -169,6 +170,16 @@ def read_json(url: str):
         return json.loads(data)
     except json.JSONDecodeError as exc:
         raise SynthfactoryError(f"{url}: not valid JSON ({exc})") from exc
+
+
+def read_json_or_none(url: str):
+    """The parsed file, or None when it does not exist (``contract.RunFolder``'s reader)."""
+    return read_json(url) if exists(url) else None
+
+
+def run_folder(run_url: str) -> RunFolder:
+    """The contract's reader of a run folder's JSON files, on this storage layer."""
+    return RunFolder(normalize(run_url).rstrip("/"), read_json_or_none)
 
 
 def write_json(url: str, obj) -> None:

@@ -4,7 +4,6 @@ flags, with counts that must add up against the shard's ``_COMMITTED.json``."""
 from __future__ import annotations
 
 import argparse
-import re
 from collections import Counter
 
 import numpy as np
@@ -12,24 +11,13 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.cli_types import fraction
+from synthfactory.contract import ValidationJson, paths
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
-from synthfactory.rephrase.worker import read_commit
+from synthfactory.quality.checks import REFUSAL, repetition_ratio
 
-REFUSAL = re.compile(
-    r"^\s*(i'?m sorry|i am sorry|i cannot|i can'?t|as an ai|i'?m unable|i am unable)", re.I)
 FLAGS = ("empty", "truncated", "repetition", "refusal")
-SHARD_NAME = re.compile(r"shard-(\d{5,})")
-
-
-def repetition_ratio(text: str, n: int = 4) -> float:
-    """Share of word n-grams that repeat an earlier one: degenerate loops score high."""
-    words = text.split()
-    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
-    if not grams:
-        return 0.0
-    return 1.0 - len(set(grams)) / len(grams)
 
 
 def flag_rows(texts: list[str], finish: list[str], max_repetition: float) -> dict[str, list[bool]]:
@@ -52,32 +40,32 @@ def length_stats(lengths: np.ndarray) -> dict:
 
 def shard_index(shard_url: str) -> int:
     """``.../shard-00003.parquet`` -> 3; any other name is not a prompt shard."""
-    match = SHARD_NAME.fullmatch(shard_name(shard_url))
+    match = paths.SHARD_NAME.fullmatch(shard_name(shard_url))
     if match is None:
         raise PermanentError(f"--shard {shard_url}: not a prompt shard name (expected "
                              "{run}/prompts/shard-NNNNN.parquet, as stitch writes them)")
     return int(match.group(1))
 
 
-def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> dict:
-    name = shard_name(shard_url)
+def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> ValidationJson:
+    name, index = shard_name(shard_url), shard_index(shard_url)
     layout = RunLayout(run_url)
-    out = layout.generated_shard(shard_index(shard_url))
-    commit = read_commit(out)
+    out = layout.generated_shard(index)
+    commit = storage.run_folder(run_url).commit(paths.shard_name(index))
     if commit is None:
-        raise SynthfactoryError(f"{out}: shard is not committed (no _COMMITTED.json)")
+        raise SynthfactoryError(f"{out}: shard is not committed (no {paths.COMMITTED})")
     tables = [storage.read_table(storage.join(out, p["name"])) for p in commit["parts"]]
     table = pa.concat_tables(tables) if tables else None
     rows = table.num_rows if table is not None else 0
     if rows != commit["rows_generated"]:
         raise SynthfactoryError(
-            f"{out}: parts hold {rows} rows but _COMMITTED.json says {commit['rows_generated']}")
+            f"{out}: parts hold {rows} rows but {paths.COMMITTED} says {commit['rows_generated']}")
     texts = table.column("output_text").to_pylist() if rows else []
     finish = table.column("finish_reason").to_pylist() if rows else []
     lengths = table.column("output_tokens").to_numpy() if rows else np.array([], dtype=np.int64)
     flags = flag_rows(texts, finish, max_repetition)
     flagged = [any(f[i] for f in flags.values()) for i in range(rows)]
-    report = {
+    report: ValidationJson = {
         "shard": name, "rows": rows, "rows_in": commit["rows_in"],
         "rows_quarantined": commit["rows_quarantined"],
         "output_tokens": length_stats(lengths),
@@ -85,7 +73,7 @@ def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> dict:
         "rows_flagged": int(sum(flagged)),
     }
     pause_point("validate:before-write")
-    storage.write_json(storage.join(layout.validation, f"{name}.json"), report)
+    storage.write_json(layout.shard_validation(name), report)
     return report
 
 

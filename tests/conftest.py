@@ -12,6 +12,9 @@ import os
 
 import pytest
 
+# Shared fixtures and hooks (tests/support/); pytest honours pytest_plugins only here.
+pytest_plugins = ["tests.support.git_clean", "tests.support.moto", "tests.support.dag_run"]
+
 CI_VALUES = {"1", "true", "yes"}
 
 

@@ -11,17 +11,21 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from plugins.capacity.cluster import (
+from synthfactory_airflow.operators.kube_client import kubernetes_hook
+from synthfactory_airflow.plugins.capacity.cluster import (
     ClusterSnapshot,
-    kubernetes_api_client,
     kubernetes_snapshot,
     local_snapshot,
 )
-from plugins.capacity.fit import WaveFit, build_nodes, fit_wave
-from plugins.capacity.kueue import admission_labels, fit_cluster_queue, read_cluster_queue
-from plugins.capacity.pools import PoolSlots, open_slots
-from plugins.capacity.report import group_row, render_table
-from plugins.capacity.wave import PodGroup, parse_wave
+from synthfactory_airflow.plugins.capacity.fit import WaveFit, build_nodes, fit_wave
+from synthfactory_airflow.plugins.capacity.kueue import (
+    admission_labels,
+    fit_cluster_queue,
+    read_cluster_queue,
+)
+from synthfactory_airflow.plugins.capacity.pools import PoolSlots, open_slots
+from synthfactory_airflow.plugins.capacity.report import group_row, render_table
+from synthfactory_airflow.plugins.capacity.wave import PodGroup, parse_wave
 
 CLUSTERS = ("local", "kubernetes")
 
@@ -73,8 +77,8 @@ class CapacityCheck:
         groups = parse_wave(self.wave)
         pod_labels: dict[str, str] = {}
         if self.kueue_cluster_queue:
-            client = self._api_client()
-            fit = fit_cluster_queue(groups, read_cluster_queue(client, self.kueue_cluster_queue))
+            queue = read_cluster_queue(self._hook().custom_object_client, self.kueue_cluster_queue)
+            fit = fit_cluster_queue(groups, queue)
             pod_labels = admission_labels(self.kueue_local_queue)
             source = f"kueue ClusterQueue {self.kueue_cluster_queue}"
         elif snapshot is None and self.cluster == "kubernetes" and self.pool_connections:
@@ -82,7 +86,7 @@ class CapacityCheck:
         else:
             if snapshot is None:
                 snapshot = (local_snapshot() if self.cluster == "local"
-                            else kubernetes_snapshot(self._api_client()))
+                            else kubernetes_snapshot(self._hook().core_v1_client))
             if snapshot.source == "local":
                 # The local runner runs every pod on this machine: selectors and taints
                 # written for the Kubernetes pools do not apply.
@@ -98,9 +102,9 @@ class CapacityCheck:
         return CheckResult(fits=fits, never=self._never(fit), table=table,
                            xcom=_xcom(fit, pod_labels, self.namespace))
 
-    def _api_client(self, conn_id: str | None = None) -> Any:
-        return kubernetes_api_client(conn_id or self.kubernetes_conn_id, self.config_file,
-                                     self.cluster_context)
+    def _hook(self, conn_id: str | None = None) -> Any:
+        return kubernetes_hook(conn_id or self.kubernetes_conn_id, config_file=self.config_file,
+                               cluster_context=self.cluster_context)
 
     def _fit_across_clusters(self, groups: list[PodGroup]) -> tuple[WaveFit, str]:
         """Each pool's groups on its own cluster's nodes, every cluster read in this one
@@ -112,7 +116,7 @@ class CapacityCheck:
         fits: list[WaveFit] = []
         sources: list[str] = []
         for conn_id, members in by_conn.items():
-            snapshot = kubernetes_snapshot(self._api_client(conn_id))
+            snapshot = kubernetes_snapshot(self._hook(conn_id).core_v1_client)
             fits.append(fit_wave(members, build_nodes(snapshot.nodes, snapshot.pods)))
             sources.append(f"{conn_id}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods")
         order = {g.name: i for i, g in enumerate(groups)}  # names are unique in a wave

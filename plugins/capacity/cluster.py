@@ -1,6 +1,7 @@
 """One snapshot of the cluster: nodes and pods as Kubernetes API JSON dicts.
 
-`kubernetes`: listed through the real `kubernetes` client, raw JSON (deserialising 20,000
+`kubernetes`: listed through the real `kubernetes` client (a CoreV1Api from
+operators/kube_client.py), raw JSON (deserialising 20,000
 V1Pod models would cost seconds a poke), paged so a large cluster is never one response.
 `local`: this machine as a single node (CPUs, memory, GPUs) for the local runner.
 """
@@ -29,27 +30,7 @@ class ClusterSnapshot:
     source: str
 
 
-def kubernetes_api_client(
-    kubernetes_conn_id: str | None,
-    config_file: str | None = None,
-    cluster_context: str | None = None,
-) -> Any:
-    """An ApiClient built the way KubernetesPodOperator builds one (connection or kubeconfig)."""
-    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-    hook = KubernetesHook(
-        conn_id=kubernetes_conn_id,
-        kubernetes_conn_id=kubernetes_conn_id,
-        config_file=config_file,
-        cluster_context=cluster_context,
-    )
-    return hook.api_client
-
-
-def kubernetes_snapshot(api_client: Any, page_size: int = _PAGE_SIZE) -> ClusterSnapshot:
-    from kubernetes import client
-
-    core = client.CoreV1Api(api_client)
+def kubernetes_snapshot(core: Any, page_size: int = _PAGE_SIZE) -> ClusterSnapshot:
     nodes = _list_all(core.list_node, page_size)
     # Every namespace: another team's pods take node capacity just the same.
     pods = _list_all(core.list_pod_for_all_namespaces, page_size, field_selector=_NON_TERMINAL)

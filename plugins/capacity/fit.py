@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plugins.capacity.quantities import (
+from synthfactory_airflow.plugins.capacity.quantities import (
     CPU,
     MEMORY,
     PODS,
@@ -23,7 +23,7 @@ from plugins.capacity.quantities import (
     max_into,
     parse_resources,
 )
-from plugins.capacity.wave import PodGroup
+from synthfactory_airflow.plugins.capacity.wave import PodGroup
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

@@ -12,20 +12,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from plugins.capacity.fit import GroupFit, NodeState, WaveFit, fit_wave
-from plugins.capacity.quantities import PODS, parse_resources
-from plugins.capacity.wave import PodGroup
+from synthfactory_airflow.plugins.capacity.fit import GroupFit, NodeState, WaveFit, fit_wave
+from synthfactory_airflow.plugins.capacity.quantities import PODS, parse_resources
+from synthfactory_airflow.plugins.capacity.wave import PodGroup
 
 GROUP, VERSION, PLURAL = "kueue.x-k8s.io", "v1beta1", "clusterqueues"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _FLAVOR_LABEL = "kueue.x-k8s.io/flavor"
 
 
-def read_cluster_queue(api_client: Any, name: str) -> dict[str, Any]:
-    from kubernetes import client
-
-    api = client.CustomObjectsApi(api_client)
-    return api.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+def read_cluster_queue(custom_objects: Any, name: str) -> dict[str, Any]:
+    return custom_objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
 
 
 def admission_labels(local_queue: str | None) -> dict[str, str]:

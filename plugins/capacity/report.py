@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from plugins.capacity.fit import GroupFit
-from plugins.capacity.quantities import format_resources
+from synthfactory_airflow.plugins.capacity.fit import GroupFit
+from synthfactory_airflow.plugins.capacity.quantities import format_resources
 
 _HEADER = ("pool", "pods", "needed", "free", "largest pod that fits", "why not")
 

@@ -11,8 +11,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from plugins.capacity.check import CapacityCheck
-from plugins.capacity.trigger import WaveCapacityTrigger
+from synthfactory_airflow.plugins.capacity.check import CapacityCheck
+from synthfactory_airflow.plugins.capacity.trigger import WaveCapacityTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

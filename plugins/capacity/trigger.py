@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from plugins.capacity.check import CapacityCheck
+from synthfactory_airflow.plugins.capacity.check import CapacityCheck
 
 # A blip of the API server must not end a wait of hours; a broken config must end it.
 MAX_CONSECUTIVE_ERRORS = 3

@@ -13,7 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from plugins.capacity.quantities import PODS, QuantityError, Resources, parse_resources
+from synthfactory_airflow.plugins.capacity.quantities import (
+    PODS,
+    QuantityError,
+    Resources,
+    parse_resources,
+)
 
 _KEYS = {"pool", "count", "requests", "node_selector", "tolerations", "name", "flavor"}
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}

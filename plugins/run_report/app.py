@@ -21,8 +21,8 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from plugins.run_report import dag_runs, run_files
-from plugins.run_report.so_far import load_report
+from synthfactory_airflow.plugins.run_report import dag_runs, run_files
+from synthfactory_airflow.plugins.run_report.so_far import load_report
 
 RECENT_RUNS = 60
 FIGURES = ("rows_generated", "tokens_per_s", "prompt_lengths", "output_lengths")

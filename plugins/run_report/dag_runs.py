@@ -27,7 +27,7 @@ def default_roots() -> list[str]:
              .split(",") if r.strip()]
     if given:
         return given
-    from operators.settings import Settings
+    from synthfactory_airflow.operators.settings import Settings
 
     return [Settings().url("var", "data")]
 

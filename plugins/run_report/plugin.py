@@ -20,7 +20,7 @@ class LazyApp:
 
     async def __call__(self, scope, receive, send) -> None:
         if self._app is None:
-            from plugins.run_report.app import create_app
+            from synthfactory_airflow.plugins.run_report.app import create_app
 
             self._app = create_app()
         await self._app(scope, receive, send)

@@ -8,7 +8,9 @@ current directory).
 
 A URI holding a password is refused on the command line: argv is readable by every
 process of the machine and is copied into Airflow's rendered fields and pod specs. It
-travels as ``$SYNTHFACTORY_CATALOG_URI`` instead (docs/adr/0070).
+travels as ``$SYNTHFACTORY_CATALOG_URI`` instead (docs/adr/0070). What counts as a
+password is ``synthfactory.contract.has_password``: the regex the DAG's ``catalog_uri``
+Param applies before a run exists.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from synthfactory import storage
+from synthfactory.contract import CATALOG_URI_ENV, DEFAULT_WAREHOUSE, HOME_ENV, has_password
+from synthfactory.contract.catalog_uri import PASSWORD_KEYS, USERINFO, default_catalog_uri
 from synthfactory.errors import PermanentError, SynthfactoryError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CATALOG_NAME = "synthfactory"
-CATALOG_URI_ENV = "SYNTHFACTORY_CATALOG_URI"  # set by Airflow's catalog connection or a Secret
 
 
 @dataclass(frozen=True)
@@ -85,17 +88,6 @@ def settings_from_args(args: argparse.Namespace) -> CatalogSettings:
     )
 
 
-# ``[scheme://]user:password@``: also without a scheme, which urlsplit would misread
-USERINFO = re.compile(r"^(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@?#\s]*):[^@/?#\s]+@")
-PASSWORD_KEYS = ("password", "passwd", "pwd")
-
-
-def has_password(uri: str) -> bool:
-    """A password in the userinfo (``user:pw@host``) or in the query (``?password=``)."""
-    query = {k.lower() for k, v in parse_qsl(urlsplit(uri).query) if v}
-    return bool(USERINFO.match(uri)) or bool(query & set(PASSWORD_KEYS))
-
-
 def refuse_password_on_argv(uri: str) -> None:
     if has_password(uri):
         raise PermanentError(
@@ -107,7 +99,7 @@ def refuse_password_on_argv(uri: str) -> None:
 
 
 def synthfactory_home() -> str:
-    return os.path.abspath(os.environ.get("SYNTHFACTORY_HOME", "."))
+    return os.path.abspath(os.environ.get(HOME_ENV, "."))
 
 
 def resolve_catalog(
@@ -124,9 +116,9 @@ def resolve_catalog(
     if warehouse:
         properties["warehouse"] = storage.normalize(warehouse)
     if "uri" not in properties and "type" not in properties:
-        properties["uri"] = f"sqlite:///{home}/var/catalog/catalog.db"
+        properties["uri"] = default_catalog_uri(home)
     if "warehouse" not in properties and _is_sql(properties):
-        properties["warehouse"] = "file://" + os.path.join(home, "var", "warehouse")
+        properties["warehouse"] = "file://" + os.path.join(home, DEFAULT_WAREHOUSE)
     given = [uri_source] if uri else []
     if warehouse and "flags" not in given:
         given.append("flags")
@@ -203,7 +195,7 @@ def redact_uri(uri: str) -> str:
     """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``."""
     if not has_password(uri):
         return uri
-    parts = urlsplit(USERINFO.sub(r"\g<head>:***@", uri, count=1))
+    parts = urlsplit(re.sub("^" + USERINFO, r"\1:***@", uri, count=1))
     query = "&".join(
         f"{k}=***" if k.lower() in PASSWORD_KEYS else f"{k}={v}"
         for k, v in parse_qsl(parts.query, keep_blank_values=True)

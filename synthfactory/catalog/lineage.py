@@ -14,6 +14,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from synthfactory.catalog.run_reader import CommittedRun
+from synthfactory.contract import paths
 
 PROPERTY_PREFIX = "synthfactory."
 
@@ -107,7 +108,7 @@ def lineage_of(
         pipeline=pipeline or path_pipeline,
         interval=interval or path_interval,
         airflow_run_id=airflow_run_id,
-        manifest=shards_json.get("manifest"),
+        manifest=f"{run.run_url}/{paths.MANIFEST}",  # the folder crawl wrote (not in shards.json)
         templates=list(shards_json.get("templates") or []),
         model=", ".join(models) or None,
         engine_args=_one_or_by_shard(run, "engine_args"),

@@ -17,11 +17,18 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from synthfactory import storage
+from synthfactory.contract import (
+    CommittedJson,
+    RunFolder,
+    ShardEntry,
+    ShardsJson,
+    ValidationJson,
+)
+from synthfactory.contract.paths import COMMITTED
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import prompt_checksum
 
-COMMITTED = "_COMMITTED.json"
 _MAX_PROBLEMS_SHOWN = 20
 
 
@@ -29,8 +36,8 @@ _MAX_PROBLEMS_SHOWN = 20
 class CommittedShard:
     name: str
     commit_url: str
-    commit: dict
-    validation: dict
+    commit: CommittedJson
+    validation: ValidationJson  # {} when missing (a problem already reported)
     part_urls: tuple[str, ...]
 
     @property
@@ -41,7 +48,7 @@ class CommittedShard:
 @dataclass(frozen=True)
 class CommittedRun:
     run_url: str
-    shards_json: dict
+    shards_json: ShardsJson
     shards: tuple[CommittedShard, ...]
 
     def total(self, key: str) -> int | float:
@@ -54,13 +61,14 @@ class CommittedRun:
 
 
 def read_committed_run(run_url: str) -> CommittedRun:
-    layout = RunLayout(storage.normalize(run_url).rstrip("/"))
-    if not storage.exists(layout.shards_json):
+    folder = storage.run_folder(run_url)
+    layout = RunLayout(folder.run_url)
+    shards_json = folder.shards_plan()
+    if shards_json is None:
         raise SynthfactoryError(
             f"{layout.shards_json}: not found; is {layout.run_url} a run folder that "
             "`synthfactory stitch` has written?"
         )
-    shards_json = storage.read_json(layout.shards_json)
     entries = shards_json.get("shards") or []
     if not entries:
         raise SynthfactoryError(f"{layout.shards_json}: lists no shards, nothing to register")
@@ -68,11 +76,11 @@ def read_committed_run(run_url: str) -> CommittedRun:
     uncommitted, problems, shards = [], [], []
     for entry in entries:
         name = entry["name"]
-        commit_url = storage.join(layout.generated, name, COMMITTED)
-        if not storage.exists(commit_url):
+        commit = folder.commit(name)
+        if commit is None:
             uncommitted.append(name)
             continue
-        shard, shard_problems = _read_shard(layout, entry, commit_url)
+        shard, shard_problems = _read_shard(folder, layout, entry, commit)
         shards.append(shard)
         problems += shard_problems
 
@@ -100,10 +108,10 @@ def read_committed_run(run_url: str) -> CommittedRun:
 
 
 def _read_shard(
-    layout: RunLayout, entry: dict, commit_url: str
+    folder: RunFolder, layout: RunLayout, entry: ShardEntry, commit: CommittedJson
 ) -> tuple[CommittedShard, list[str]]:
     name = entry["name"]
-    commit = storage.read_json(commit_url)
+    commit_url = layout.commit(name)
     problems = []
     missing = [
         k for k in ("rows_in", "rows_generated", "rows_quarantined", "parts") if k not in commit
@@ -136,7 +144,7 @@ def _read_shard(
     part_urls = []
     listed_rows = 0
     for part in commit["parts"]:
-        url = storage.join(layout.generated, name, part["name"])
+        url = storage.join(layout.shard_output(name), part["name"])
         part_urls.append(url)
         listed_rows += int(part["rows"])
         actual = _parquet_rows(url)
@@ -150,18 +158,17 @@ def _read_shard(
             f"rows_generated is {generated}"
         )
 
-    validation_url = storage.join(layout.validation, f"{name}.json")
-    validation: dict = {}
-    if not storage.exists(validation_url):
+    validation_url = layout.shard_validation(name)
+    validation = folder.validation(name)
+    if validation is None:
         problems.append(f"{validation_url}: not found; run `synthfactory validate` first")
-    else:
-        validation = storage.read_json(validation_url)
-        if int(validation.get("rows", -1)) != generated:
-            problems.append(
-                f"{validation_url}: counts do not add up: validated {validation.get('rows')} "
-                f"rows but {name} generated {generated}"
-            )
-    return CommittedShard(name, commit_url, commit, validation, tuple(part_urls)), problems
+    elif int(validation.get("rows", -1)) != generated:
+        problems.append(
+            f"{validation_url}: counts do not add up: validated {validation.get('rows')} "
+            f"rows but {name} generated {generated}"
+        )
+    shard = CommittedShard(name, commit_url, commit, validation or {}, tuple(part_urls))
+    return shard, problems
 
 
 def _parquet_rows(url: str) -> int | None:

@@ -15,6 +15,8 @@ import logging
 
 from synthfactory import storage
 from synthfactory.cli_types import non_negative_int, positive_float, positive_int
+from synthfactory.contract import ManifestSummary
+from synthfactory.contract.paths import SUMMARY_NAME
 from synthfactory.crawl import checkpoint
 from synthfactory.crawl.crawler import Crawler, CrawlSettings
 from synthfactory.crawl.interval import Interval, PartitionTemplate
@@ -24,7 +26,6 @@ from synthfactory.crawl.scope import CrawlScope
 from synthfactory.errors import PermanentError
 
 log = logging.getLogger(__name__)
-SUMMARY_NAME = "_SUMMARY.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> dict:
         )
     for warning in warnings:
         log.warning(warning)
-    summary = {
+    summary: ManifestSummary = {
         "objects": result["objects"],
         "bytes": result["bytes"],
         "partitions": result["partitions"],

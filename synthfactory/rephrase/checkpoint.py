@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.contract.paths import part_name
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 
@@ -39,10 +40,6 @@ _META_PROMPT_CHECKSUM = b"synthfactory.prompt_checksum"
 
 class ConcurrentWriter(SynthfactoryError):
     """A second writer is on the same shard; this one stops without committing."""
-
-
-def part_name(index: int) -> str:
-    return f"part-{index:05d}.parquet"
 
 
 @dataclass

@@ -6,8 +6,10 @@ import argparse
 import logging
 from pathlib import Path
 
+import pyarrow.compute as pc
+
 from synthfactory import storage
-from synthfactory.cli_types import non_negative_float, positive_int, probability
+from synthfactory.cli_types import AUTO, budget, non_negative_float, positive_int, probability
 from synthfactory.errors import PermanentError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, tuned_engine_args
@@ -25,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run URL (default: the shard's run); gets generated/, quarantine/")
     parser.add_argument("--model", default=None, help="model folder or name")
     parser.add_argument("--engine-args", default=None, help="JSON object or @file for vllm.LLM")
-    parser.add_argument("--max-new-tokens", type=positive_int, default=None,
-                        help="default: the shard's max_new_tokens column")
+    parser.add_argument("--max-new-tokens", type=budget, default=AUTO,
+                        help="one budget for every row; default (auto): each row's own, "
+                             "the shard's max_new_tokens column")
     parser.add_argument("--temperature", type=non_negative_float, default=0.7)
     parser.add_argument("--top-p", type=probability, default=0.95)
     parser.add_argument("--checkpoint-rows", type=positive_int, default=64)
@@ -47,15 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="echo: a deterministic stand-in engine (tests, dry runs)")
 
 
-def _max_new_tokens(shard_url: str, given: int | None) -> int:
-    if given is not None:
-        return given
-    column = storage.read_table(shard_url, columns=["max_new_tokens"]).column(0)
-    value = int(column[0].as_py()) if len(column) and column[0].is_valid else 256
-    if value < 1:  # vLLM would refuse it only after loading the model
-        raise PermanentError(f"{shard_url}: max_new_tokens {value} (must be at least 1; "
-                             "or pass --max-new-tokens)")
-    return value
+def _max_new_tokens(shard_urls: list[str], given: int | str) -> int:
+    """The sampling's max_tokens: ``given``, or (auto) the largest row budget of the
+    group, each row then capped by its own (WorkerOptions.per_row_budgets)."""
+    if given != AUTO:
+        return int(given)
+    largest = 0
+    for url in shard_urls:
+        column = storage.read_table(url, columns=["max_new_tokens"]).column(0)
+        if column.null_count or (len(column) and pc.min(column).as_py() < 1):
+            # vLLM would refuse it only after loading the model
+            raise PermanentError(f"{url}: max_new_tokens has values below 1 or missing "
+                                 "(rerun stitch, or pass --max-new-tokens N)")
+        largest = max(largest, pc.max(column).as_py() or 0)
+    return largest or 256
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -69,9 +77,10 @@ def run(args: argparse.Namespace) -> dict:
         check_engine_args(given, "--engine-args")
     engine_args = {**tuned, **given}
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
-                "max_tokens": _max_new_tokens(args.shard[0], args.max_new_tokens)}
+                "max_tokens": _max_new_tokens(args.shard, args.max_new_tokens)}
     options = WorkerOptions(model=model, checkpoint_rows=args.checkpoint_rows,
-                            max_in_flight=args.max_in_flight, sampling=sampling)
+                            max_in_flight=args.max_in_flight, sampling=sampling,
+                            per_row_budgets=args.max_new_tokens == AUTO)
     spec = EngineSpec(model=model, engine_args=engine_args, sampling=sampling,
                       engine=args.engine)
     shards = [storage.normalize(url) for url in args.shard]

@@ -16,6 +16,20 @@ from synthfactory.rephrase.engines import EchoEngine
 ENGINES = ("vllm", "echo")
 
 
+def describe(exc: BaseException) -> str:
+    """The engine's own message; for vLLM's pydantic config errors just the reasons,
+    without the dump of every argument."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            reasons = [e["msg"] for e in errors() if isinstance(e, dict) and e.get("msg")]
+        except Exception:  # not pydantic's errors(): fall back to str()
+            reasons = []
+        if reasons:
+            return f"{type(exc).__name__}: " + "; ".join(reasons)
+    return f"{type(exc).__name__}: {exc}"
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     model: str
@@ -30,7 +44,6 @@ class EngineSpec:
         if self.engine != "vllm":
             raise SynthfactoryError(f"--engine {self.engine!r}: expected one of {ENGINES}")
         from synthfactory.rephrase.engines import VllmEngine
-        from synthfactory.sweep.trial import describe
 
         try:
             return VllmEngine(self.model, self.engine_args, self.sampling)

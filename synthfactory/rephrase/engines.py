@@ -14,7 +14,7 @@ from typing import Protocol
 
 log = logging.getLogger(__name__)
 
-# The embedded CPU defaults (ENVIRONMENT.md); --engine-args overrides any of them.
+# The embedded CPU defaults (docs/environment.md); --engine-args overrides any of them.
 CPU_ENGINE_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True, "seed": 0}
 GPU_ENGINE_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 4096, "seed": 0}
 
@@ -36,8 +36,10 @@ class GenerationEngine(Protocol):
     device: str
     devices: int
 
-    def submit(self, rows: list[int], conversations: list[list[dict]]) -> list[int]:
-        """Queue conversations; return the rows that were rejected (quarantined)."""
+    def submit(self, rows: list[int], conversations: list[list[dict]],
+               max_tokens: list[int] | None = None) -> list[int]:
+        """Queue conversations (``max_tokens``: each row's budget, else the sampling's);
+        return the rows that were rejected (quarantined)."""
 
     def poll(self) -> list[Completion]:
         """Advance the engine; return the completions that finished."""
@@ -55,7 +57,7 @@ def has_cuda() -> bool:
 
 
 def configure_cpu_environment() -> None:
-    """Settings the CPU build needs to run well here (see ENVIRONMENT.md)."""
+    """Settings the CPU build needs to run well here (see docs/environment.md)."""
     cores = sorted(os.sched_getaffinity(0))
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")
@@ -80,13 +82,22 @@ class VllmEngine:
         self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
         # `llm` lets a benchmark drive an engine it already loaded (same weights, same args)
         self.llm = llm if llm is not None else LLM(model=model, **args)
+        self.sampling = dict(sampling)
         self.params = SamplingParams(**sampling)
         self._rows: dict[str, int] = {}
         self.rejections: dict[int, str] = {}
 
-    def submit(self, rows: list[int], conversations: list[list[dict]]) -> list[int]:
+    def _params(self, max_tokens: list[int] | None):
+        if max_tokens is None:
+            return self.params
+        from vllm import SamplingParams
+
+        return [SamplingParams(**{**self.sampling, "max_tokens": n}) for n in max_tokens]
+
+    def submit(self, rows: list[int], conversations: list[list[dict]],
+               max_tokens: list[int] | None = None) -> list[int]:
         try:
-            ids = self.llm.enqueue_chat(conversations, self.params, use_tqdm=False)
+            ids = self.llm.enqueue_chat(conversations, self._params(max_tokens), use_tqdm=False)
             self._rows.update(zip(map(_external_id, ids), rows, strict=True))
             return []
         except (ValueError, RequestRejected) as exc:
@@ -96,8 +107,9 @@ class VllmEngine:
                 return rows
         # One bad conversation fails the whole call: find it by submitting one by one.
         rejected = []
-        for row, conversation in zip(rows, conversations, strict=True):
-            rejected += self.submit([row], [conversation])
+        for i, (row, conversation) in enumerate(zip(rows, conversations, strict=True)):
+            rejected += self.submit([row], [conversation],
+                                    None if max_tokens is None else [max_tokens[i]])
         return rejected
 
     def poll(self) -> list[Completion]:
@@ -139,25 +151,31 @@ class EchoEngine:
         self._queue: deque[tuple[int, str]] = deque()
         self.engine_args: dict = {"engine": "echo"}
 
-    def submit(self, rows: list[int], conversations: list[list[dict]]) -> list[int]:
+    def submit(self, rows: list[int], conversations: list[list[dict]],
+               max_tokens: list[int] | None = None) -> list[int]:
         rejected = []
-        for row, conversation in zip(rows, conversations, strict=True):
+        for i, (row, conversation) in enumerate(zip(rows, conversations, strict=True)):
             user = conversation[-1]["content"]
             if self.reject_if and self.reject_if in user:
                 self.rejections[row] = "rejected by echo engine"
                 rejected.append(row)
             else:
-                self._queue.append((row, user))
+                budget = self.WORDS if max_tokens is None else max_tokens[i]
+                self._queue.append((row, user, budget))
         return rejected
+
+    WORDS = 8  # echoed per row; a smaller budget cuts the echo and says "length"
 
     def poll(self) -> list[Completion]:
         batch = [self._queue.popleft() for _ in range(min(self.per_poll, len(self._queue)))]
         batch.reverse()  # finish out of order, as a real engine does
-        return [
-            Completion(row, " ".join(user.split()[:8]), len(user.split()),
-                       min(8, len(user.split())), "stop")
-            for row, user in batch
-        ]
+        done = []
+        for row, user, budget in batch:
+            words = user.split()[:min(self.WORDS, budget)]
+            natural = min(self.WORDS, len(user.split()))
+            done.append(Completion(row, " ".join(words), len(user.split()), len(words),
+                                   "length" if len(words) < natural else "stop"))
+        return done
 
     def in_flight(self) -> int:
         return len(self._queue)

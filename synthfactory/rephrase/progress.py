@@ -8,10 +8,9 @@ import os
 import sys
 import time
 
+from synthfactory.contract import PROGRESS_SECONDS_ENV as INTERVAL_ENV
+
 log = logging.getLogger(__name__)
-
-
-INTERVAL_ENV = "SYNTHFACTORY_PROGRESS_SECONDS"
 
 
 class Progress:

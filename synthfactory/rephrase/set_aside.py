@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 
 from synthfactory import storage
+from synthfactory.contract import paths
 
 log = logging.getLogger(__name__)
 
@@ -20,9 +21,9 @@ log = logging.getLogger(__name__)
 def set_aside(run_url: str, shard: str, out_url: str, quarantine_url: str, why: str) -> str:
     """Move every file of the shard's output and rephrase quarantine; returns the folder."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    target = storage.join(run_url, "stale", shard, stamp)
+    target = storage.join(run_url, paths.stale_shard(shard, stamp))
     moved = 0
-    for folder, kind in ((out_url, "generated"), (quarantine_url, "quarantine")):
+    for folder, kind in ((out_url, paths.GENERATED), (quarantine_url, paths.QUARANTINE)):
         prefix = storage.normalize(folder).rstrip("/") + "/"
         for url in storage.list_files(folder):
             storage.move(url, storage.join(target, kind, url[len(prefix):]))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.contract import CommittedJson, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
 from synthfactory.rephrase.checkpoint import (
@@ -34,7 +35,6 @@ from synthfactory.rephrase.set_aside import set_aside
 
 log = logging.getLogger(__name__)
 
-COMMIT_FILE = "_COMMITTED.json"
 PROMPT_COLUMNS = ["id", "template_id", "template_version", "system", "user"]
 
 
@@ -44,18 +44,18 @@ class WorkerOptions:
     checkpoint_rows: int = 64
     max_in_flight: int = 256
     sampling: dict | None = None
+    per_row_budgets: bool = False  # each row's max_new_tokens column caps its generation
 
 
 def shard_paths(shard_url: str, run_url: str | None) -> tuple[str, str, str]:
     layout = RunLayout(run_url or run_url_of_shard(shard_url))
     name = shard_name(shard_url)
-    out = storage.join(layout.generated, name)
-    return name, out, storage.join(layout.quarantine, "rephrase", name)
+    return name, layout.shard_output(name), layout.rephrase_quarantine(name)
 
 
-def read_commit(out_url: str) -> dict | None:
-    url = storage.join(out_url, COMMIT_FILE)
-    return storage.read_json(url) if storage.exists(url) else None
+def read_commit(out_url: str) -> CommittedJson | None:
+    """The shard's commit, given its output folder ``{run}/generated/{shard}``."""
+    return storage.read_json_or_none(storage.join(out_url, paths.COMMITTED))
 
 
 def rephrase_shard(
@@ -99,7 +99,7 @@ def rephrase_shard(
     commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
                      started, generation_s, checksum)
     try:  # create-if-absent: of two writers racing to commit, exactly one can
-        storage.create_json(storage.join(out_url, COMMIT_FILE), commit)
+        storage.create_json(storage.join(out_url, paths.COMMITTED), commit)
     except storage.AlreadyExists as exc:
         raise ConcurrentWriter(f"{out_url}: committed by another writer meanwhile; "
                                "this writer's work is not committed") from exc
@@ -114,6 +114,8 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     versions = prompts.column("template_version").to_pylist()
     systems = prompts.column("system").to_pylist()
     users = prompts.column("user").to_pylist()
+    budgets = (prompts.column("max_new_tokens").to_pylist() if options.per_row_budgets
+               else None)
     finished: list[dict] = []  # rows in completion order, generated or quarantined
     settled: set[int] = set()  # rows already in `finished`: an engine may answer twice
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
@@ -125,7 +127,8 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             cursor += len(chunk)
             conversations = [[{"role": "system", "content": systems[r]},
                               {"role": "user", "content": users[r]}] for r in chunk]
-            for row in engine.submit(chunk, conversations):
+            for row in engine.submit(chunk, conversations,
+                                     None if budgets is None else [budgets[r] for r in chunk]):
                 settled.add(row)
                 finished.append({"row": row, "reason": "engine rejected the request: "
                                  + engine.rejections.get(row, "unknown")})
@@ -174,7 +177,7 @@ def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model
 
 
 def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, started_at, started,
-            generation_s, checksum: str) -> dict:
+            generation_s, checksum: str) -> CommittedJson:
     rows_in = prompts.num_rows
     covered = sorted(r for p in parts.parts for r in p.row_indices)
     if covered != list(range(rows_in)):

@@ -11,13 +11,13 @@ import datetime as dt
 import os
 
 from synthfactory import storage
+from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
+from synthfactory.contract import paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.report.collect import collect
 from synthfactory.report.figures import write_figures
 
-PRICE_ENV = "SYNTHFACTORY_GPU_HOUR_USD"
 DEFAULT_GPU_HOUR_USD = 2.50  # an on-demand H100-class hour, order of magnitude
-REPORT_FOLDER = "report"
 
 
 def _price(text: str) -> float:
@@ -54,13 +54,13 @@ def gpu_hour_price(given: float | None) -> float:
 
 def run(args: argparse.Namespace) -> dict:
     run_url = storage.normalize(args.run).rstrip("/")
-    folder = storage.join(run_url, REPORT_FOLDER)
+    folder = storage.join(run_url, paths.REPORT)
     report, lengths = collect(run_url, gpu_hour_price(args.gpu_hour_price))
     report["dag_id"] = args.dag_id
     report["airflow_run_id"] = args.airflow_run_id
     report["generated_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     report["figures"] = write_figures(report, lengths, folder)
-    url = storage.join(folder, "report.json")
+    url = storage.join(run_url, paths.REPORT_JSON)
     storage.write_json(url, report)  # last: its presence means the figures are there
     return {
         "report": url,

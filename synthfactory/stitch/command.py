@@ -7,7 +7,7 @@ import logging
 import time
 
 from synthfactory import storage
-from synthfactory.cli_types import positive_int
+from synthfactory.cli_types import budget, positive_int
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
@@ -33,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard-tokens", type=positive_int, required=True,
                         help="token budget per shard (prompt + max new tokens)")
     parser.add_argument("--styles-per-doc", type=positive_int, default=1)
-    parser.add_argument("--max-new-tokens", type=positive_int, default=256)
+    parser.add_argument("--max-new-tokens", type=budget, default=256,
+                        help="tokens generated per row at most, or auto: the row's source "
+                             "tokens times its template's max_ratio, plus a margin, capped by "
+                             "--max-model-len")
     parser.add_argument("--max-model-len", type=positive_int, default=2048)
     parser.add_argument("--text-column", default="text")
     parser.add_argument("--id-column", default="id")

@@ -10,10 +10,12 @@ from functools import partial
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.cli_types import AUTO
+from synthfactory.contract import ShardsJson, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
-from synthfactory.stitch import reader, sharding, tokens
+from synthfactory.stitch import budget, reader, sharding, tokens
 from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ class StitchConfig:
     model_dir: str
     shard_tokens: int
     styles_per_doc: int = 1
-    max_new_tokens: int = 256
+    max_new_tokens: int | str = 256  # or "auto": per row (stitch/budget.py)
     max_model_len: int = 2048
     text_column: str = "text"
     id_column: str = "id"
@@ -47,7 +49,7 @@ def _too_long_reason(prompt: int, new: int, limit: int) -> str:
     return f"too long for the context window ({prompt} prompt + {new} new tokens > {limit})"
 
 
-def stitch(cfg: StitchConfig, spark) -> dict:
+def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
@@ -91,11 +93,12 @@ def stitch(cfg: StitchConfig, spark) -> dict:
     templates = spark.createDataFrame(
         [
             (t.id, t.version, t.style, t.system, t.user,
-             tokens.template_overhead(tok_json, t.system, t.render_user("")))
+             tokens.template_overhead(tok_json, t.system, t.render_user("")),
+             budget.budget_ratio(t))
             for t in cfg.templates
         ],
         "template_id string, template_version int, style string, system string, "
-        "user_template string, overhead long",
+        "user_template string, overhead long, budget_ratio double",
     )
     # K styles per document, chosen by a hash of (id, seed, template): stable on rerun.
     pick = Window.partitionBy("id").orderBy(
@@ -107,15 +110,22 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         .withColumn("prompt_tokens", F.col("doc_tokens") + F.col("overhead"))
         .persist()  # read twice (prompts and the too-long check): tokenise once
     )
+    auto = cfg.max_new_tokens == AUTO
+    least_new = budget.MIN_NEW_TOKENS if auto else cfg.max_new_tokens
+    if auto:  # sized to the source, capped by what the context window has left
+        new_tokens = F.least(
+            F.ceil(F.col("doc_tokens") * F.col("budget_ratio")).cast("long") + budget.MARGIN,
+            F.lit(cfg.max_model_len) - F.col("prompt_tokens"))
+    else:
+        new_tokens = F.lit(cfg.max_new_tokens)
     per_doc = selected.groupBy("id").agg(F.max("prompt_tokens").alias("longest"))
-    limit = cfg.max_model_len - cfg.max_new_tokens
-    too_long = per_doc.filter(F.col("longest") > limit)
-    too_long_udf = F.udf(lambda n: _too_long_reason(n, cfg.max_new_tokens, cfg.max_model_len))
+    too_long = per_doc.filter(F.col("longest") > cfg.max_model_len - least_new)
+    too_long_udf = F.udf(lambda n: _too_long_reason(n, least_new, cfg.max_model_len))
     prompts = (
         selected.join(too_long.select("id"), "id", "left_anti")
         .withColumn("user", F.expr(f"replace(user_template, '{{{PLACEHOLDER}}}', text)"))
-        .withColumn("max_new_tokens", F.lit(cfg.max_new_tokens))
-        .withColumn("cost_tokens", F.col("prompt_tokens") + F.lit(cfg.max_new_tokens))
+        .withColumn("max_new_tokens", new_tokens.cast("int"))
+        .withColumn("cost_tokens", F.col("prompt_tokens") + F.col("max_new_tokens"))
         .select(*SHARD_COLUMNS, "source", "source_row", "cost_tokens")
     )
     ordered = (prompts.repartitionByRange(cfg.partitions, *ORDER)
@@ -150,7 +160,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
         .repartitionByRange(cfg.partitions, "source", "source_row")
         .sortWithinPartitions("source", "source_row")
     )
-    quarantine_dir = storage.join(cfg.run.quarantine, "stitch")
+    quarantine_dir = cfg.run.stitch_quarantine
     storage.delete(quarantine_dir)
     # written per partition by the executors: the driver only sees counts per reason
     reasons = Counter({r["reason"]: r["rows"] for r in quarantine.mapInArrow(
@@ -165,7 +175,7 @@ def stitch(cfg: StitchConfig, spark) -> dict:
             f"stitch accounting failed: {rows_in} rows in, {quarantined} quarantined, "
             f"{prompt_rows} prompt rows for {cfg.styles_per_doc} styles per document"
         )
-    plan = {
+    plan: ShardsJson = {
         "shards": shards,
         "templates": [{"id": t.id, "version": t.version, "style": t.style} for t in cfg.templates],
         "rows_in": rows_in,
@@ -211,5 +221,5 @@ def _write_shard(table: pa.Table, run: RunLayout, dense: dict[int, int]) -> pa.T
     url = run.prompt_shard(index)
     storage.write_table(table.select(SHARD_COLUMNS), url)
     tokens_sum = int(pa.compute.sum(table.column("cost_tokens")).as_py())
-    return pa.table({"name": [f"shard-{index:05d}"], "url": [url], "rows": [table.num_rows],
+    return pa.table({"name": [paths.shard_name(index)], "url": [url], "rows": [table.num_rows],
                      "tokens": [tokens_sum]})

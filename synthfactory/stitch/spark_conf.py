@@ -16,17 +16,18 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from synthfactory.contract.spark_driver import (
+    BLOCK_MANAGER_PORT,
+    DRIVER_PORT,
+    ENV_DRIVER_HOST,
+    ENV_DRIVER_POD,
+    ENV_EXECUTOR_TEMPLATE,
+    ENV_IMAGE,
+    ENV_NAMESPACE,
+    EXECUTOR_CONTAINER,
+)
 from synthfactory.errors import PermanentError
 
-# Environment of the driver pod (set by operators/spark_kubernetes.py).
-ENV_IMAGE = "SYNTHFACTORY_SPARK_IMAGE"
-ENV_NAMESPACE = "SYNTHFACTORY_SPARK_NAMESPACE"
-ENV_DRIVER_POD = "SYNTHFACTORY_SPARK_DRIVER_POD"
-ENV_DRIVER_HOST = "SYNTHFACTORY_SPARK_DRIVER_HOST"
-ENV_EXECUTOR_TEMPLATE = "SYNTHFACTORY_SPARK_EXECUTOR_TEMPLATE"
-DRIVER_PORT = 7078
-BLOCK_MANAGER_PORT = 7079
-EXECUTOR_CONTAINER = "spark-executor"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # Where the data is, not who may read it: executors must agree with the driver.
 # Credentials never travel in Spark's configuration; executors hold their own.

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 
+from synthfactory.contract import DEBUG_ENV
 from synthfactory.errors import PermanentError
 
 # The loggers that print a failed task's whole Python traceback (driver and local executor).
@@ -58,7 +59,7 @@ def quiet_task_logs(spark) -> None:
     """Silence the loggers that repeat a failed task's traceback, unless debugging; the
     failure still reaches the driver and is reported in one line. py4j's INFO lines go
     too: its "Closing down clientserver connection" comes at exit, after our line."""
-    if os.environ.get("SYNTHFACTORY_DEBUG", "") not in ("", "0"):
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
         return
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:

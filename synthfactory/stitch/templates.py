@@ -1,8 +1,9 @@
 """Versioned prompt templates shipped in the package (``synthfactory/templates/*.json``).
 
 Each file holds one template: ``id``, ``version``, ``style``, ``system`` and ``user``
-messages; ``{document}`` is the only placeholder. Templates are validated at load so
-a typo fails the job before any Spark or GPU time is spent.
+messages, and optionally ``quality``, the bounds the quality gate applies to its outputs
+(synthfactory/quality/bounds.py); ``{document}`` is the only placeholder. Templates are
+validated at load so a typo fails the job before any Spark or GPU time is spent.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import string
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
+from typing import Any
 
 from synthfactory.errors import SynthfactoryError
 
@@ -25,6 +28,7 @@ class PromptTemplate:
     style: str
     system: str
     user: str
+    quality: dict[str, Any] = dataclass_field(default_factory=dict)  # checked by quality.bounds
 
     def messages(self, document: str) -> list[dict[str, str]]:
         """Chat messages for one document (the form ``LLM.chat`` takes)."""
@@ -69,7 +73,10 @@ def parse_template(data: object, source: str) -> PromptTemplate:
             )
     if "{" + PLACEHOLDER + "}" not in data["user"]:
         raise SynthfactoryError(f"template {source}: 'user' must contain {{{PLACEHOLDER}}}")
-    return PromptTemplate(**{field: data[field] for field in _FIELDS})
+    quality = data.get("quality", {})
+    if not isinstance(quality, dict):
+        raise SynthfactoryError(f"template {source}: field 'quality' must be an object")
+    return PromptTemplate(**{name: data[name] for name in _FIELDS}, quality=quality)
 
 
 def _builtin_dir() -> Path:

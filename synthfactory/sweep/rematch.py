@@ -6,7 +6,7 @@ picks the highest of several noisy figures: that maximum is biased upwards, and 
 defaults among the candidates best / defaults can never fall below 1. Alternating rounds
 expose both sides to the same drift (another job taking the cores, thermal state), and
 the medians shrug off one outlier, so a winner that is not really faster shows a gain
-below 1 (docs/adr/0065).
+below 1 (docs/adr/0066).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 
 from synthfactory import storage
+from synthfactory.rephrase.engine_spec import describe
 
 OOM = re.compile(r"out of memory|OutOfMemory|No available memory|insufficient memory|"
                  r"not enough (?:KV cache|memory)|Cannot allocate memory", re.IGNORECASE)
@@ -29,20 +30,6 @@ OOM = re.compile(r"out of memory|OutOfMemory|No available memory|insufficient me
 
 def error_kind(message: str) -> str:
     return "out_of_memory" if OOM.search(message) else "error"
-
-
-def describe(exc: BaseException) -> str:
-    """The engine's own message; for vLLM's pydantic config errors just the reasons,
-    without the dump of every argument."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            reasons = [e["msg"] for e in errors() if isinstance(e, dict) and e.get("msg")]
-        except Exception:  # not pydantic's errors(): fall back to str()
-            reasons = []
-        if reasons:
-            return f"{type(exc).__name__}: " + "; ".join(reasons)
-    return f"{type(exc).__name__}: {exc}"
 
 
 def read_conversations(shard: str, rows: list[int]) -> list[list[dict]]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from synthfactory import storage
+from synthfactory.contract import paths
 from synthfactory.errors import SynthfactoryError
 
 
 def generated_parts(run_url: str) -> list[str]:
-    root = storage.join(run_url, "generated")
+    root = storage.join(run_url, paths.GENERATED)
     parts = [
         url
         for url in storage.list_files(root, suffix=".parquet")

@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DAGS = ROOT / "dags"
+from tests.support.paths import DAGS
 
 
 @pytest.fixture

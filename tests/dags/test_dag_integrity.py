@@ -9,11 +9,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+
+from tests.support.paths import ROOT
 
 CHAIN = ["check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
          "wait_for_capacity", "shard.rephrase", "shard.validate", "register_catalog",
          "audit_run", "smoke_test_training", "write_report"]
+# SYNTHFACTORY_REPHRASE_MODE=kuberay: one RayJob over every shard group, then validate[i]
+KUBERAY_CHAIN = [*CHAIN[:5], "rephrase_wave", "validate", *CHAIN[7:]]
 
 
 @pytest.mark.parametrize("runner", ["local", "kubernetes"])
@@ -36,13 +39,17 @@ def test_parse_is_fast_and_imports_nothing_heavy():
         assert seconds < 1.0, f"{name} took {seconds:.2f}s to parse"
 
 
-def test_task_chain_is_the_documented_pipeline(dagbag_for):
-    dag = dagbag_for("local").dags["synthetic_rephrase"]
-    assert set(dag.task_ids) == set(CHAIN)
-    for upstream, downstream in zip(CHAIN, CHAIN[1:], strict=False):
+@pytest.mark.parametrize(("runner", "mode", "chain"), [
+    ("local", "pods", CHAIN), ("kubernetes", "pods", CHAIN),
+    ("kubernetes", "kuberay", KUBERAY_CHAIN)])
+def test_task_chain_is_the_documented_pipeline(dagbag_for, monkeypatch, runner, mode, chain):
+    monkeypatch.setenv("SYNTHFACTORY_REPHRASE_MODE", mode)
+    dag = dagbag_for(runner).dags["synthetic_rephrase"]
+    assert set(dag.task_ids) == set(chain)
+    for upstream, downstream in zip(chain, chain[1:], strict=False):
         assert downstream in dag.get_task(upstream).downstream_task_ids, (upstream, downstream)
     # nothing runs before its predecessor: the chain is a topological order
-    position = {task_id: i for i, task_id in enumerate(CHAIN)}
+    position = {task_id: i for i, task_id in enumerate(chain)}
     for task in dag.tasks:
         assert all(position[d] > position[task.task_id] for d in task.downstream_task_ids)
     assert dag.catchup is False

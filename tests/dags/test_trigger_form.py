@@ -5,9 +5,9 @@ between fields checked by the run's first task before any work starts."""
 from __future__ import annotations
 
 import pytest
-from conftest import ROOT
 
-from operators.param_rules import problems
+from synthfactory_airflow.operators.param_rules import problems
+from tests.support.paths import ROOT
 
 SECTIONS = ["Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test"]
 SHIPPED_STYLES = sorted(p.stem for p in (ROOT / "synthfactory" / "templates").glob("*.json"))
@@ -96,3 +96,27 @@ def test_an_unknown_conf_key_is_named_with_the_closest_param(dag):
         "it would be ignored",
         "conf key 'zzz': not a Param of this DAG; it would be ignored",
     ]
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    ("auto", True), (128, True), ("128", True), (8192, True),
+    ("lots", False), (0, False), ("0", False), (9000, False), ("", False),
+])
+def test_max_new_tokens_is_auto_or_a_number(dag, value, ok):
+    import copy
+
+    params = copy.deepcopy(dag.params)  # setting a value writes through to the Param
+    if ok:
+        params["max_new_tokens"] = value
+        params.validate()
+    else:
+        with pytest.raises(Exception, match="max_new_tokens|does not match|minimum|maximum"):
+            params["max_new_tokens"] = value
+            params.validate()
+
+
+def test_max_new_tokens_defaults_to_auto():
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(ROOT / "dags")).dags["synthetic_rephrase"]
+    assert dag.params["max_new_tokens"] == "auto"  # each row sized to its source

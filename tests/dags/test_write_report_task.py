@@ -25,7 +25,7 @@ def test_write_report_is_a_teardown_after_everything(dagbag_for, runner):
 
 
 def test_report_view_resolves_the_run_folder_the_dag_writes(dagbag_for):
-    from plugins.run_report.dag_runs import folder
+    from synthfactory_airflow.plugins.run_report.dag_runs import folder
 
     dag = dagbag_for("local").dags["synthetic_rephrase"]
     run_template = dag.get_task("write_report").arguments[2]

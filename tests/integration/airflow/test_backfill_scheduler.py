@@ -13,7 +13,9 @@ import urllib.error
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from airflow_standalone import MODEL, WORKER, make_home, standalone, wait_for, write_corpus
+
+from tests.support.airflow_standalone import make_home, standalone, wait_for, write_corpus
+from tests.support.paths import MODEL, WORKER
 
 pytestmark = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()),
@@ -51,7 +53,7 @@ def _while_locked(call, seconds: float = 180):
 
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
-    """`airflow standalone` (airflow_standalone.py) whose DAG defaults live in this test's
+    """`airflow standalone` (support/airflow_standalone.py) whose DAG defaults live in this test's
     folder, with a corpus of the five days up to today (today's too: if the test runs
     across midnight the scheduler picks it)."""
     home = tmp_path_factory.mktemp("standalone")

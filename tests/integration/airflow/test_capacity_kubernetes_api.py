@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,8 +19,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException, TaskDeferred
 
-from plugins.capacity.sensor import WaveCapacitySensor
-from plugins.capacity.trigger import WaveCapacityTrigger
+from synthfactory_airflow.plugins.capacity.sensor import WaveCapacitySensor
+from synthfactory_airflow.plugins.capacity.trigger import WaveCapacityTrigger
+from tests.support.http import send_json
+from tests.support.ports import free_port
 
 GPU_WAVE = [
     {"pool": "gpu", "count": 2, "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
@@ -101,12 +102,7 @@ def _handler(api: FakeApi):
             pass
 
         def _send(self, status, body):
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body)
 
         def do_GET(self):
             url = urlparse(self.path)
@@ -218,7 +214,7 @@ def test_deferrable_sensor_hands_a_serialisable_trigger_to_the_triggerer(kubecon
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout.total_seconds() == 120
     path, kwargs = trigger.serialize()
-    assert path == "plugins.capacity.trigger.WaveCapacityTrigger"
+    assert path == "synthfactory_airflow.plugins.capacity.trigger.WaveCapacityTrigger"
     json.dumps(kwargs)  # what the triggerer stores must be plain JSON
     assert kwargs["poke_interval"] == 7 and kwargs["check"]["config_file"] == kubeconfig
 
@@ -253,9 +249,7 @@ def test_trigger_keeps_waiting_without_firing_while_nothing_frees(api, kubeconfi
 
 
 def test_trigger_reports_an_unreachable_api_after_repeated_failures(tmp_path, server, kubeconfig):
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_port()}"  # a port nothing listens on
     broken = tmp_path / "broken"
     broken.write_text(open(kubeconfig).read().replace(server, closed))
     check = k8s_sensor(str(broken))._check().to_kwargs()

@@ -11,26 +11,21 @@ import logging
 import subprocess
 
 import pytest
-from dag_run_fixtures import BUCKET, PG, REGION, ROOT
 
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
+from tests.support.dag_run import BUCKET, PG, REGION
+from tests.support.events import OutletEvents
+from tests.support.paths import ROOT, WORKER, WORKER_PYTHON
+
 BUILD_RUN = """
 import sys
-sys.path.insert(0, "tests/integration/engine")
-from catalog_fixtures import build_run
+from tests.support.run_folders import build_run
 print(build_run(sys.argv[1], shard_rows=(3, 2), quarantined=1).run_url)
 """
 
 
-class _Events(dict):
-    def __missing__(self, key):
-        self[key] = type("Event", (), {"extra": {}})()
-        return self[key]
-
-
 @pytest.fixture
 def registered(tmp_path, monkeypatch, capsys, caplog, canary_pg_role, signing_s3):
-    from operators.local import LocalStepOperator
+    from synthfactory_airflow.operators.local import LocalStepOperator
 
     if not WORKER.exists():
         pytest.skip("needs .venv-worker (make setup)")
@@ -43,7 +38,7 @@ def registered(tmp_path, monkeypatch, capsys, caplog, canary_pg_role, signing_s3
         {"conn_type": "aws", "login": key_id, "password": secret_key,
          "extra": {"endpoint_url": endpoint, "region_name": REGION}}))
     run_url = subprocess.run(
-        [str(ROOT / ".venv-worker" / "bin" / "python"), "-c", BUILD_RUN, f"file://{tmp_path}/runs"],
+        [str(WORKER_PYTHON), "-c", BUILD_RUN, f"file://{tmp_path}/runs"],
         capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip().splitlines()[-1]
     argv = ["register", "--run", run_url, "--table", "steps.rephrased", "--catalog-uri", "",
             "--warehouse", f"s3://{BUCKET}/step-warehouse"]
@@ -51,7 +46,7 @@ def registered(tmp_path, monkeypatch, capsys, caplog, canary_pg_role, signing_s3
                              aws_conn_id="sf_aws", catalog_conn_id="sf_catalog")
     capsys.readouterr()
     with caplog.at_level(logging.INFO):
-        summary = task.execute(context={"outlet_events": _Events()})
+        summary = task.execute(context={"outlet_events": OutletEvents()})
     out, err = capsys.readouterr()  # Airflow's log lines, wherever its logging sends them
     log = out + err + caplog.text
     return summary, log, (role, password), (endpoint, key_id, secret_key)

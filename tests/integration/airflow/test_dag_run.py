@@ -8,14 +8,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
-AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
-MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
+from tests.support.paths import MODEL, WORKER
 
 pytestmark = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()),
@@ -29,7 +25,7 @@ def _last_json(stdout: str) -> dict:
 
 @pytest.fixture(scope="module")
 def demo(dag_run):
-    """The session's DAG run (conftest.py): PostgreSQL catalog, S3 warehouse."""
+    """The session's DAG run (tests/support/dag_run.py): PostgreSQL catalog, S3 warehouse."""
     return dag_run.tmp, dag_run.conf, dag_run.first, dag_run.second
 
 

@@ -1,4 +1,4 @@
-"""The session's whole DAG run (conftest.py) ends with write_report: a complete report
+"""The session's whole DAG run (tests/support/dag_run.py) ends with write_report: a complete report
 whose figures are the run's, and the report view finds it through Airflow's database."""
 
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.paths import ROOT
 
 FIGURES = {"rows_generated", "tokens_per_s", "prompt_lengths", "output_lengths"}
 
@@ -19,8 +18,8 @@ FIGURES = {"rows_generated", "tokens_per_s", "prompt_lengths", "output_lengths"}
 VIEW = """
 import json, sys
 from fastapi.testclient import TestClient
-from plugins.run_report.app import create_app
-from plugins.run_report.dag_runs import run_folder
+from synthfactory_airflow.plugins.run_report.app import create_app
+from synthfactory_airflow.plugins.run_report.dag_runs import run_folder
 run_id = sys.argv[1]
 client = TestClient(create_app(authorize=False), root_path="/synthfactory")
 page = client.get("/dags/synthetic_rephrase/runs/" + run_id)

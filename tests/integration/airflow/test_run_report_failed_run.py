@@ -5,29 +5,23 @@ engine; no Spark or vLLM: crawl fails on an interval without a partition."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
-AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
+from tests.support.airflow_home import airflow_env, migrate
+from tests.support.paths import AIRFLOW, ROOT, WORKER
 
 
 @pytest.mark.slow
 def test_failed_run_gets_a_report_and_stays_failed(tmp_path):
     if not WORKER.exists():
         pytest.skip("needs .venv-worker (make setup)")
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(ROOT)}
+    env = airflow_env(tmp_path / "airflow", SYNTHFACTORY_RUNNER="local",
+                      SYNTHFACTORY_HOME=str(ROOT))
     (tmp_path / "corpus").mkdir()  # no dt=... partition: crawl refuses the interval
-    subprocess.run([str(AIRFLOW), "db", "migrate"], check=True, capture_output=True, env=env)
+    migrate(env)
     conf = {"source": f"file://{tmp_path}/corpus", "output_root": f"file://{tmp_path}/data"}
     done = subprocess.run(
         [str(AIRFLOW), "dags", "test", "synthetic_rephrase", "2026-11-30T06:00:00+00:00",

@@ -1,4 +1,4 @@
-"""No secret of the session's DAG run (conftest.py) is written anywhere it should not be.
+"""No secret of the session's DAG run (tests/support/dag_run.py) lands anywhere it should not be.
 
 The run used a catalog connection whose password is a canary and an AWS connection whose
 secret key is another. First: both really were used (else finding nothing proves
@@ -12,14 +12,13 @@ import copy
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pendulum
 import pytest
-from dag_run_fixtures import BUCKET, CATALOG_CONN_ID, PG, REGION, ROOT, DagRun
 
-WORKER_PYTHON = ROOT / ".venv-worker" / "bin" / "python"
+from tests.support.dag_run import BUCKET, CATALOG_CONN_ID, PG, REGION, DagRun
+from tests.support.paths import WORKER_PYTHON
 
 
 def leaks(run: DagRun, content: str | bytes) -> list[str]:
@@ -172,8 +171,7 @@ def test_not_in_iceberg_properties_snapshots_or_warehouse_files(run):
 # -- the kubernetes runner's pods, built offline for every task of the same run -----------
 
 def test_not_in_any_pod_spec_of_the_kubernetes_runner(run, tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "unit" / "airflow"))
-    from dag_pods import built_pod, offline_kube, pod_tasks
+    from tests.support.dag_pods import built_pod, offline_kube, pod_tasks
 
     # The run's connections are in this process's environment too: no pod may copy them.
     env = {k: v for k, v in run.airflow_env.items()

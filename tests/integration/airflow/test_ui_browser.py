@@ -5,37 +5,34 @@ Log in, open synthetic_rephrase, fill the trigger form (its sections, the templa
 multi-select, a number field), trigger, wait for success, and read the run report
 inside the UI against the report.json the run wrote. A Param the schema refuses never
 becomes a run; a form that breaks a rule between fields becomes a run that fails at
-its first task, naming the field. Screenshots land in var/browser/ (test artifacts);
-the report's is also docs/img/run-report.png, the README's picture.
+its first task, naming the field. Screenshots land in var/test-results/browser/ (test
+artifacts, ignored). The README's picture is `make screenshot`'s, from a demo run
+(scripts/screenshot_run_report.py: this test drives its Playwright steps).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from airflow_standalone import (
-    MODEL,
-    ROOT,
-    WORKER,
+
+from tests.support.airflow_standalone import (
     Standalone,
     make_home,
     standalone,
     wait_for,
     write_corpus,
 )
+from tests.support.paths import MODEL, RESULTS, WORKER
+from tests.support.scripts import load_script
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright's own download is never used
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-ARTIFACTS = ROOT / "var" / "browser"
-README_SHOT = ROOT / "docs" / "img" / "run-report.png"
+SCREENSHOT = load_script("screenshot_run_report")  # `make screenshot`: the README's picture
+CHROMIUM = SCREENSHOT.CHROMIUM
+ARTIFACTS = RESULTS / "browser"
 DAG = "synthetic_rephrase"
 RUN_TIMEOUT_S = 1800  # a whole run on a busy 2-core machine
 
@@ -66,12 +63,9 @@ def airflow_ui(tmp_path_factory):
 def page(airflow_ui):
     from playwright.sync_api import sync_playwright
 
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(180_000)  # a loaded 2-core machine renders slowly
-        log_in(page, airflow_ui)
+        browser, page = SCREENSHOT.launch(playwright)
+        SCREENSHOT.log_in(page, airflow_ui.base, airflow_ui.password)
         yield page
         browser.close()
 
@@ -87,17 +81,7 @@ def screenshot_on_failure(page, name: str):
 
 
 def shot(page, name: str, target=None) -> Path:
-    path = ARTIFACTS / f"{name}.png"
-    (target or page).screenshot(path=str(path), timeout=120_000, animations="disabled")
-    return path
-
-
-def log_in(page, ui: Standalone) -> None:
-    page.goto(ui.base + "/")
-    page.locator("input[name=username]").fill("admin")
-    page.locator("input[name=password]").fill(ui.password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(lambda url: "/auth/login" not in url)
+    return SCREENSHOT.screenshot(target or page, ARTIFACTS / f"{name}.png")
 
 
 def open_trigger_form(page, ui: Standalone):
@@ -227,12 +211,8 @@ def test_trigger_form_run_succeeds_and_the_report_shows_its_figures(page, airflo
 def check_report_view(page, ui: Standalone, run_id: str, report: dict) -> None:
     """The run page's "Run report" tab (the plugin's external view) shows the figures of
     the report.json the run wrote."""
-    page.goto(f"{ui.base}/dags/{DAG}/runs/{run_id}")
-    page.get_by_role("tab", name="Run report").or_(
-        page.get_by_role("link", name="Run report")).first.click()
-    frame = page.frame_locator("iframe").first
+    frame = SCREENSHOT.open_run_report(page, ui.base, run_id)
     view = frame.locator("#run-report")
-    view.wait_for()
     assert view.get_attribute("data-complete") == "true"
 
     def shown(key: str) -> str:
@@ -244,6 +224,4 @@ def check_report_view(page, ui: Standalone, run_id: str, report: dict) -> None:
     assert int(shown("rows_generated")) == report["rephrase"]["rows_generated"] > 0
     assert int(shown("output_tokens")) == report["tokens"]["output"] > 0
     assert frame.locator("tr[data-shard]").count() == len(report["shards"])
-    path = shot(page, "run-report")
-    README_SHOT.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, README_SHOT)
+    shot(page, "run-report")

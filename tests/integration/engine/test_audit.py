@@ -7,13 +7,13 @@ import sys
 
 import pyarrow as pa
 import pytest
-from catalog_fixtures import build_run
 from pyiceberg.expressions import EqualTo
 
 from synthfactory import storage
 from synthfactory.audit import audit
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
+from tests.support.run_folders import build_run
 
 TABLE = "synthetic.rephrased"
 

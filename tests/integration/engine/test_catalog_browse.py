@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from catalog_fixtures import build_run
 
 from synthfactory.cli import main
+from tests.support.run_folders import build_run
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from catalog_fixtures import build_run
 
 from synthfactory import storage
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
 from synthfactory.cli import main
 from synthfactory.errors import SynthfactoryError
+from tests.support.run_folders import build_run
 
 TABLE = "synth.rephrased"
 

@@ -8,21 +8,14 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from catalog_fixtures import (
-    ENGINE_ARGS,
-    MODEL,
-    PG_DSN_ENV,
-    build_run,
-    postgres_database,
-    postgres_dsn,
-    table_keys,
-)
 from pyiceberg.expressions import EqualTo
 from sqlalchemy.engine import make_url
 
 from synthfactory import storage
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
+from tests.support.postgres import PG_DSN_ENV, postgres_database, postgres_dsn
+from tests.support.run_folders import ENGINE_ARGS, MODEL, build_run, table_keys
 
 
 @pytest.fixture(scope="module")

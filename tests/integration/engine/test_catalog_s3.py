@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
-from catalog_fixtures import build_run, table_keys
 
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
-
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_REGION": "us-east-1",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+from tests.support.moto import moto_s3
+from tests.support.run_folders import build_run, table_keys
 
 
 @pytest.fixture
 def s3_endpoint(monkeypatch):
-    moto_server = pytest.importorskip("moto.server")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    for key, value in {**S3_ENV, "AWS_ENDPOINT_URL": endpoint}.items():
-        monkeypatch.setenv(key, value)
-    import boto3
-
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="lake")
-    yield endpoint
-    server.stop()
+    with moto_s3(monkeypatch) as s3:
+        s3.client().create_bucket(Bucket="lake")
+        yield s3.endpoint
 
 
 def test_a_run_on_s3_registers_into_an_s3_warehouse(tmp_path, s3_endpoint):

@@ -8,21 +8,20 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest_crawl import ThrottlingProxy, crawl_s3  # noqa: F401  (fixture)
 
 from synthfactory.crawl import command
 from synthfactory.errors import SynthfactoryError
+from tests.support.paths import ROOT
+from tests.support.throttling_proxy import ThrottlingProxy
 
 BUCKET = "crawl-corpus"
 DAYS = [f"2026-11-{d:02d}" for d in range(1, 31)]  # 30 prefixes
 PER_DAY = 100
 DAY = ["--interval-start", "2026-11-29T00:00:00+00:00",
        "--interval-end", "2026-11-30T00:00:00+00:00"]
-REPO = Path(__file__).resolve().parents[3]
 
 
 def crawl(*argv: str) -> dict:
@@ -36,7 +35,7 @@ def keys_of(folder) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def corpus(crawl_s3):  # noqa: F811
+def corpus(crawl_s3):
     """3,000 objects over 30 daily prefixes, plus markers and strays that must not count."""
     crawl_s3.create_bucket(BUCKET)
     keys = [f"corpus/dt={day}/part-{i:05d}.parquet" for day in DAYS for i in range(PER_DAY)]
@@ -58,7 +57,7 @@ def test_every_key_exactly_once_none_missing(corpus, tmp_path):
     assert summary["requests"] == 1 + 30 * 3
 
 
-def test_page_size_is_capped_at_1000_even_though_moto_is_not(crawl_s3, tmp_path):  # noqa: F811
+def test_page_size_is_capped_at_1000_even_though_moto_is_not(crawl_s3, tmp_path):
     crawl_s3.create_bucket("crawl-flat")
     crawl_s3.seed("crawl-flat", [f"k/{i:05d}.parquet" for i in range(2500)])
     summary = crawl("--source", "s3://crawl-flat/k", "--out", str(tmp_path / "m"),
@@ -92,7 +91,7 @@ def test_backfill_fanout_and_targeted_listing_agree(corpus, tmp_path):
     assert both["objects"] == 0 and both["skipped"]["outside_modified_window"] == 700
 
 
-def test_last_modified_window(crawl_s3, tmp_path):  # noqa: F811
+def test_last_modified_window(crawl_s3, tmp_path):
     crawl_s3.create_bucket("crawl-mtime")
     crawl_s3.seed("crawl-mtime", ["x/a.parquet", "x/b.parquet"],
                   last_modified=datetime(2026, 11, 29, 12, tzinfo=UTC))
@@ -103,7 +102,7 @@ def test_last_modified_window(crawl_s3, tmp_path):  # noqa: F811
     assert summary["scope"] == "last-modified"
 
 
-def test_a_run_of_503_slowdown_is_retried(corpus, crawl_s3, tmp_path, monkeypatch):  # noqa: F811
+def test_a_run_of_503_slowdown_is_retried(corpus, crawl_s3, tmp_path, monkeypatch):
     # every other request answered 503 until 12 are spent: each page is retried once
     with ThrottlingProxy(crawl_s3.port, fail_first=12, every=2) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
@@ -114,7 +113,7 @@ def test_a_run_of_503_slowdown_is_retried(corpus, crawl_s3, tmp_path, monkeypatc
     assert sorted(keys_of(tmp_path / "m")) == sorted(corpus)
 
 
-def test_endless_throttling_gives_up_with_a_clear_error(crawl_s3, tmp_path, monkeypatch):  # noqa: F811
+def test_endless_throttling_gives_up_with_a_clear_error(crawl_s3, tmp_path, monkeypatch):
     with ThrottlingProxy(crawl_s3.port, fail_first=10**6) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         with pytest.raises(SynthfactoryError, match=r"still throttled \(SlowDown\) after 2 "):
@@ -123,13 +122,13 @@ def test_endless_throttling_gives_up_with_a_clear_error(crawl_s3, tmp_path, monk
     assert proxy.throttled == 2  # one try and one retry: --max-attempts counts them all
 
 
-def test_missing_bucket(crawl_s3, tmp_path):  # noqa: F811
+def test_missing_bucket(crawl_s3, tmp_path):
     with pytest.raises(SynthfactoryError, match="s3://crawl-absent/x/: bucket 'crawl-absent' "
                                                 "does not exist"):
         crawl("--source", "s3://crawl-absent/x", "--out", str(tmp_path / "m"))
 
 
-def test_access_denied(crawl_s3, tmp_path, monkeypatch):  # noqa: F811
+def test_access_denied(crawl_s3, tmp_path, monkeypatch):
     # moto does not enforce IAM; the proxy answers the exact 403 body S3 sends
     with ThrottlingProxy(crawl_s3.port, deny=True) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
@@ -144,13 +143,13 @@ def test_empty_prefix_is_an_empty_manifest_and_a_warning(corpus, tmp_path):
                                    "the manifest is empty"]
 
 
-def test_resume_after_sigkill_lists_the_rest_once(corpus, crawl_s3, tmp_path):  # noqa: F811
+def test_resume_after_sigkill_lists_the_rest_once(corpus, crawl_s3, tmp_path):
     out = tmp_path / "m"
     argv = ["--source", f"s3://{BUCKET}/corpus", "--out", str(out), "--workers", "2",
             "--max-keys", "25", "--rows-per-part", "100"]
     full = crawl(*argv[:4], "--out", str(tmp_path / "full"), *argv[6:])
     with ThrottlingProxy(crawl_s3.port, delay_s=0.02) as proxy:  # slow enough to kill midway
-        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint, "PYTHONPATH": str(ROOT)}
         child = subprocess.Popen([sys.executable, "-m", "synthfactory.cli", "crawl", *argv],
                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         checkpoint = out / "_CHECKPOINT.json"

@@ -26,7 +26,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest_crawl import CRAWL_ENV, CrawlS3, ThrottlingProxy
 
 from synthfactory import storage
 from synthfactory.audit import audit
@@ -34,6 +33,8 @@ from synthfactory.catalog import config
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
+from tests.support.moto import moto_s3
+from tests.support.throttling_proxy import ThrottlingProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not is_ready(default_model_dir()), reason="run `synthfactory model prepare` (make setup)")]
@@ -143,20 +144,15 @@ def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
 
 @pytest.fixture
 def s3(monkeypatch):
-    s3 = CrawlS3()
-    s3.server.start()
-    for key, value in CRAWL_ENV.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
-    # moto's backend is one per process: a bucket name of our own, not another test's
-    s3.bucket = f"faults-{uuid.uuid4().hex[:8]}"
-    s3.create_bucket(s3.bucket)
-    yield s3
-    s3.server.stop()
+    with moto_s3(monkeypatch) as s3:
+        # moto's backend is one per process: a bucket name of our own, not another test's
+        s3.bucket = f"faults-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(s3.bucket)
+        yield s3
 
 
 def test_rephrase_part_writes_survive_s3_throttling_and_5xx(s3, monkeypatch):
-    from rephrase_fixtures import write_prompt_shard
+    from tests.support.shards import write_prompt_shard
 
     shard = write_prompt_shard(f"s3://{s3.bucket}/run", 0, rows=40)
     with ThrottlingProxy(s3.port, fail_first=8, methods=("PUT", "POST"),
@@ -276,7 +272,8 @@ class TcpProxy:
 
 
 def test_catalog_database_cut_during_register(tmp_path):
-    from catalog_fixtures import build_run, postgres_database
+    from tests.support.postgres import postgres_database
+    from tests.support.run_folders import build_run
 
     with postgres_database() as uri:
         if uri is None:

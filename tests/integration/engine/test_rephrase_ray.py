@@ -20,7 +20,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from rephrase_fixtures import write_prompt_shard
 
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
@@ -28,6 +27,7 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.ray_pool import PoolOptions, rephrase_on_ray, replica_cores
 from synthfactory.rephrase.worker import WorkerOptions, read_commit
+from tests.support.shards import write_prompt_shard, write_real_prompt_shard
 
 ray = pytest.importorskip("ray")
 
@@ -177,9 +177,7 @@ def _engine_processes() -> set[int]:
 @pytest.mark.slow
 @pytest.mark.skipif(not is_ready(default_model_dir()), reason="run `make setup` first")
 def test_two_real_vllm_replicas_survive_a_killed_actor(run_url, tmp_path, monkeypatch):
-    from test_rephrase_vllm import _shard  # the real-prompt shard of the vLLM tests
-
-    shard0 = _shard(Path(storage.local_path(run_url)))
+    shard0 = write_real_prompt_shard(Path(storage.local_path(run_url)))  # the vLLM tests'
     shard1 = storage.join(run_url, "prompts", "shard-00001.parquet")
     storage.write_table(storage.read_table(shard0), shard1)
     before = _engine_processes()

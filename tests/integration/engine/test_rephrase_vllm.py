@@ -17,26 +17,13 @@ import pytest
 from synthfactory import storage
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.worker import read_commit
-from synthfactory.stitch.prompt_table import prompt_table
-from synthfactory.stitch.templates import load_template
+from tests.support.shards import write_real_prompt_shard
 
 pytestmark = pytest.mark.skipif(not is_ready(default_model_dir()),
                                 reason="run `synthfactory model prepare` (make setup) first")
 
 ROWS = 24
 CHECKPOINT = 4
-
-
-def _shard(run: Path) -> str:
-    template = load_template("summary")
-    texts = [f"The {name} module of the Python standard library provides tools for "
-             f"working with {topic}. It is used by many programs." for name, topic in
-             [("json", "JSON data"), ("csv", "CSV files"), ("re", "regular expressions"),
-              ("time", "clocks"), ("math", "numbers"), ("gzip", "compressed files")]] * 4
-    table = prompt_table(template, [f"doc-{i:03d}" for i in range(ROWS)], texts[:ROWS], 24)
-    url = f"file://{run}/prompts/shard-00000.parquet"
-    storage.write_table(table, url)
-    return url
 
 
 def _rephrase(shard: str, result: Path) -> list[str]:
@@ -62,7 +49,7 @@ def _keys(run: Path) -> list[tuple[str, str]]:
 
 def test_sigkill_mid_shard_then_resume_is_exactly_once(tmp_path):
     run = tmp_path / "run"
-    shard = _shard(run)
+    shard = write_real_prompt_shard(run, ROWS)
     parts = run / "generated" / "shard-00000"
     env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(tmp_path / "killed.json")}
     victim = subprocess.Popen(_rephrase(shard, tmp_path / "killed.json"), env=env,

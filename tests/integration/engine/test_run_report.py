@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from catalog_fixtures import build_run
-from conftest_crawl import crawl_s3  # noqa: F401 (a fixture)
 
 from synthfactory import cli, storage
 from synthfactory.report import command
+from tests.support.run_folders import build_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TOO_LONG = "too long for the context window (1900 prompt + 128 new tokens > 2048)"
@@ -151,7 +150,7 @@ def test_bad_price_is_one_clear_line(tmp_path, monkeypatch, capsys):
                        "expected a price in USD >= 0")
 
 
-def test_run_on_s3_gets_its_report_on_s3(crawl_s3):  # noqa: F811 (the fixture)
+def test_run_on_s3_gets_its_report_on_s3(crawl_s3):
     crawl_s3.create_bucket("report-lake")  # moto's backend is shared by the whole process
     run = build_run("s3://report-lake/runs", shard_rows=(4, 3), quarantined=1)
     _manifest(run)

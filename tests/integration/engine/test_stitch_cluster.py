@@ -20,9 +20,9 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.stitch.standalone import (
     event_log_conf,
     executors_in_event_log,
-    free_port,
     start_cluster,
 )
+from tests.support.moto import moto_s3
 
 pytestmark = [
     pytest.mark.slow,
@@ -192,31 +192,13 @@ def test_cluster_over_file_urls_equals_local(cluster, corpus, local_reference, t
 
 @pytest.fixture
 def s3(corpus):
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    with moto_s3() as server:
+        client = server.client()
         client.create_bucket(Bucket="lake")
         _, paths = corpus
         for path in paths:
             client.upload_file(str(path), "lake", f"corpus/{path.name}")
-        yield env
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        yield {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": server.endpoint, "AWS_REGION": "us-east-1"}
 
 
 def test_cluster_over_s3_equals_local(cluster, corpus, local_reference, s3, tmp_path):

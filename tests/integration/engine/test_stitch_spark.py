@@ -182,3 +182,36 @@ def test_budget_below_context_is_refused():
                      quality_column=None)
     with pytest.raises(SynthfactoryError, match="--shard-tokens 100 is below"):
         run(args)
+
+
+def test_auto_budgets_follow_each_source_and_template(spark, corpus, tmp_path):
+    """max_new_tokens auto: each row's budget is its source's tokens times its template's
+    max_ratio plus the margin, capped by the context window; the too-long check keeps
+    room for the smallest budget only."""
+    import math
+
+    from synthfactory.stitch import budget, tokens
+
+    out = f"file://{tmp_path}/run"
+    plan = stitch(_config(corpus, out, max_new_tokens="auto"), spark)
+    assert plan["max_new_tokens"] == "auto"
+    table = _prompts(out).to_pylist()
+    tok_json = tokens.tokenizer_json(str(default_model_dir()))
+    templates = {t.id: t for t in load_templates(TEMPLATES)}
+    overhead = {t.id: tokens.template_overhead(tok_json, t.system, t.render_user(""))
+                for t in templates.values()}
+    for row in table:
+        source_tokens = row["prompt_tokens"] - overhead[row["template_id"]]
+        ratio = budget.budget_ratio(templates[row["template_id"]])
+        expected = min(math.ceil(source_tokens * ratio) + budget.MARGIN,
+                       2048 - row["prompt_tokens"])
+        assert row["max_new_tokens"] == expected, row["id"]
+    summaries = [r["max_new_tokens"] for r in table if r["template_id"] == "summary"]
+    articles = [r["max_new_tokens"] for r in table if r["template_id"] == "encyclopedic"]
+    assert max(summaries) < max(articles)  # a summary is short by design
+    assert len({r["max_new_tokens"] for r in table}) > 10  # not one number for every row
+    # the shards' token budgets count each row's own budget
+    assert sum(s["tokens"] for s in plan["shards"]) == sum(
+        r["prompt_tokens"] + r["max_new_tokens"] for r in table)
+    # the 5000-word document still cannot fit even the smallest budget
+    assert any("long1" in str(k) or "too long" in k for k in plan["quarantine_reasons"])

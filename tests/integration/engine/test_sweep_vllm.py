@@ -19,8 +19,7 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase import command as rephrase_command
 from synthfactory.rephrase import engines
 from synthfactory.rephrase.engine_args import tuned_engine_args
-from synthfactory.stitch.prompt_table import prompt_table
-from synthfactory.stitch.templates import load_template
+from tests.support.shards import write_real_prompt_shard
 
 pytestmark = pytest.mark.skipif(
     not is_ready(default_model_dir()),
@@ -43,15 +42,7 @@ def _model_copy(tmp_path: Path) -> Path:
 
 
 def _shard(tmp_path: Path) -> str:
-    template = load_template("summary")
-    topics = [("json", "JSON data"), ("csv", "CSV files"), ("re", "regular expressions"),
-              ("time", "clocks"), ("math", "numbers"), ("gzip", "compressed files")] * 2
-    texts = [f"The {n} module of the Python standard library provides tools for working "
-             f"with {t}. It is used by many programs." for n, t in topics]
-    table = prompt_table(template, [f"doc-{i:03d}" for i in range(len(texts))], texts, 12)
-    url = f"file://{tmp_path}/run/prompts/shard-00000.parquet"
-    storage.write_table(table, url)
-    return url
+    return write_real_prompt_shard(tmp_path / "run", rows=12, max_new_tokens=12)
 
 
 def _sweep(argv: list[str], result: Path) -> tuple[dict, str]:

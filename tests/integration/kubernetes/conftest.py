@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.kubernetes.e2e_support import (
-    AIRFLOW,
-    INTERVAL_DAY,
-    ROOT,
-    WORKER,
-    AirflowHome,
-)
+from tests.integration.kubernetes.e2e_support import INTERVAL_DAY, AirflowHome
+from tests.support.airflow_home import airflow_env, migrate
+from tests.support.paths import WORKER
 
 
 @pytest.fixture(scope="session")
 def airflow_home(tmp_path_factory) -> Iterator[AirflowHome]:
     home = tmp_path_factory.mktemp("airflow-k8s")
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags")}
-    subprocess.run([str(AIRFLOW), "db", "migrate"], check=True, capture_output=True, env=env)
+    migrate(airflow_env(home))
     yield AirflowHome(home)
 
 

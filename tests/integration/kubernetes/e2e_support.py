@@ -13,13 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.kube_api import KubeApiDouble, node
+from tests.support.airflow_home import airflow_env
+from tests.support.paths import AIRFLOW_PYTHON, MODEL, RESULTS, ROOT, WORKER
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
-WORKER_PYTHON = ROOT / ".venv-worker" / "bin" / "python"
-AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
-AIRFLOW_PYTHON = ROOT / ".venv" / "bin" / "python"
-MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
 NAMESPACE = "synth"
 LOGICAL_DATE = "2026-11-30T00:00:00+00:00"  # data interval 2026-11-29, as test_dag_run
 INTERVAL_DAY = "2026-11-29"
@@ -30,9 +26,6 @@ needs_worker = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()) and os.environ.get("CI") != "true",
     reason="needs .venv-worker and the prepared model (make setup)",
 )
-
-
-RESULTS = ROOT / "var" / "test-results"
 
 
 def report(line: str) -> None:
@@ -73,10 +66,7 @@ class AirflowHome:
 
     def env(self, clusters: dict[str, KubeApiDouble], **extra: str) -> dict[str, str]:
         """Airflow's environment for the kubernetes runner, one connection per cluster."""
-        env = {**os.environ, "AIRFLOW_HOME": str(self.home),
-               "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-               "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-               "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        env = {**airflow_env(self.home),
                "SYNTHFACTORY_HOME": str(ROOT), "SYNTHFACTORY_RUNNER": "kubernetes",
                "SYNTHFACTORY_NAMESPACE": NAMESPACE, "SYNTHFACTORY_RETRY_DELAY_SECONDS": "1",
                "SYNTHFACTORY_WORKER_IMAGE": "synthfactory/worker:e2e",

@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client import models as k8s
 
-from operators.kubernetes import pod_operator_kwargs
-from operators.settings import Settings
-from plugins.capacity.sensor import WaveCapacitySensor
+from synthfactory_airflow.operators.kubernetes import pod_operator_kwargs
+from synthfactory_airflow.operators.settings import Settings
+from synthfactory_airflow.plugins.capacity.sensor import WaveCapacitySensor
 from tests.kube_api import KubeApiDouble, node
 
 pytestmark = pytest.mark.kubernetes_e2e

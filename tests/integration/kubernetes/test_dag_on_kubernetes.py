@@ -22,13 +22,13 @@ import pytest
 from tests.integration.kubernetes.e2e_support import (
     INTERVAL_DAY,
     POOL_LABEL,
-    WORKER_PYTHON,
     cpu_cluster,
     gpu_cluster,
     needs_worker,
     report,
     run_conf,
 )
+from tests.support.paths import WORKER_PYTHON
 
 pytestmark = [pytest.mark.kubernetes_e2e, pytest.mark.slow, needs_worker]
 DAG_ID = "synthetic_rephrase"

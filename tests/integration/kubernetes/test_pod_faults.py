@@ -36,8 +36,8 @@ PENDING_DAG = '''
 import pendulum
 from airflow.sdk import DAG
 
-from operators.kubernetes import SynthfactoryPodOperator, pod_operator_kwargs
-from operators.settings import Settings
+from synthfactory_airflow.operators.kubernetes import SynthfactoryPodOperator, pod_operator_kwargs
+from synthfactory_airflow.operators.settings import Settings
 
 with DAG("k8s_pending", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC")):
     SynthfactoryPodOperator(

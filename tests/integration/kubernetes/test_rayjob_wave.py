@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
-from operators.rayjob import GROUP, PLURAL
-from operators.rayjob_operator import RayJobWaveOperator, rayjob_name
+from synthfactory_airflow.operators.rayjob import GROUP, PLURAL
+from synthfactory_airflow.operators.rayjob_operator import RayJobWaveOperator, rayjob_name
 from tests.kube_api import KubeApiDouble, node
 
 pytestmark = pytest.mark.kubernetes_e2e

@@ -6,10 +6,15 @@ import re
 
 import pytest
 
-from plugins.capacity.fit import build_nodes, effective_requests, fit_wave, tolerates
-from plugins.capacity.quantities import parse_resource, parse_resources
-from plugins.capacity.report import group_row
-from plugins.capacity.wave import WaveError, parse_wave
+from synthfactory_airflow.plugins.capacity.fit import (
+    build_nodes,
+    effective_requests,
+    fit_wave,
+    tolerates,
+)
+from synthfactory_airflow.plugins.capacity.quantities import parse_resource, parse_resources
+from synthfactory_airflow.plugins.capacity.report import group_row
+from synthfactory_airflow.plugins.capacity.wave import WaveError, parse_wave
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

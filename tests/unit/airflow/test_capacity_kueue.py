@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from plugins.capacity.kueue import admission_labels, fit_cluster_queue
-from plugins.capacity.wave import parse_wave
+from synthfactory_airflow.plugins.capacity.kueue import admission_labels, fit_cluster_queue
+from synthfactory_airflow.plugins.capacity.wave import parse_wave
 
 
 def cluster_queue(h100_gpus_used="6", a100_gpus_used="0"):

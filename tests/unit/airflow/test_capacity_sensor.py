@@ -18,10 +18,10 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from plugins.capacity.check import CapacityCheck
-from plugins.capacity.cluster import local_snapshot
-from plugins.capacity.sensor import WaveCapacitySensor
-from plugins.capacity.wave import WaveError
+from synthfactory_airflow.plugins.capacity.check import CapacityCheck
+from synthfactory_airflow.plugins.capacity.cluster import local_snapshot
+from synthfactory_airflow.plugins.capacity.sensor import WaveCapacitySensor
+from synthfactory_airflow.plugins.capacity.wave import WaveError
 
 CPUS = len(os.sched_getaffinity(0))
 SMALL_WAVE = [

@@ -23,12 +23,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from operators.kubernetes import POLICIES
-from operators.settings import Settings
-from plugins.capacity.kueue import fit_cluster_queue
-from plugins.capacity.wave import parse_wave
+from synthfactory_airflow.operators.kubernetes import POLICIES
+from synthfactory_airflow.operators.settings import Settings
+from synthfactory_airflow.plugins.capacity.kueue import fit_cluster_queue
+from synthfactory_airflow.plugins.capacity.wave import parse_wave
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
 CRDS = ROOT / "tests" / "schemas" / "crds"
 K8S_VERSION = "1.33.0"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.paths import ROOT
+
 DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))
 
 

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import kubernetes_validate
 import pytest
-from dag_pods import ROOT, built_pod, offline_kube, pod_tasks
 
-from operators.kubernetes import GPU_POLICY, per_gpu, per_gpu_template
+from synthfactory_airflow.operators.kubernetes import GPU_POLICY, per_gpu, per_gpu_template
+from tests.support.dag_pods import built_pod, offline_kube, pod_tasks
+from tests.support.paths import ROOT
 
 PLAN = [{"rephrase": ["rephrase"], "validate": ["validate"]}] * 2
 

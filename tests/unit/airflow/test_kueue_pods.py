@@ -10,15 +10,15 @@ from types import SimpleNamespace
 
 import kubernetes_validate
 import pytest
-from dag_pods import built_pod, offline_kube, pod_tasks
 
-from operators.kubernetes import POLICIES
-from operators.kueue import (
+from synthfactory_airflow.operators.kubernetes import POLICIES
+from synthfactory_airflow.operators.kueue import (
     POD_GROUP_LABEL,
     POD_GROUP_TOTAL_ANNOTATION,
     QUEUE_LABEL,
     pod_group_name,
 )
+from tests.support.dag_pods import built_pod, offline_kube, pod_tasks
 
 LABEL_VALUE = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 PLAN = [{"rephrase": ["rephrase"], "validate": ["validate"]}] * 3  # three shard groups
@@ -108,7 +108,7 @@ def test_schedule_timeouts_leave_room_for_queueing(kube):
 
 
 def test_a_bad_admission_timeout_is_one_clear_line(monkeypatch):
-    from operators.settings import Settings
+    from synthfactory_airflow.operators.settings import Settings
 
     monkeypatch.setenv("SYNTHFACTORY_KUEUE_ADMISSION_SECONDS", "2h")
     with pytest.raises(ValueError, match="SYNTHFACTORY_KUEUE_ADMISSION_SECONDS='2h'"):

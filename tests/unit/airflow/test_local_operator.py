@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.local import LocalStepOperator, StepFailed
+from synthfactory_airflow.operators.local import LocalStepOperator, StepFailed
+from tests.support.events import OutletEvents
 
 
 @pytest.fixture
@@ -30,23 +31,17 @@ def fake_worker(tmp_path) -> Path:
     return script
 
 
-class _Events(dict):
-    def __missing__(self, key):
-        self[key] = type("Event", (), {"extra": {}})()
-        return self[key]
-
-
 def test_summary_becomes_the_return_value(fake_worker):
     task = LocalStepOperator(task_id="crawl_metadata", arguments=["crawl", "--out", "x"],
                              worker_bin=str(fake_worker))
-    summary = task.execute(context={"outlet_events": _Events()})
+    summary = task.execute(context={"outlet_events": OutletEvents()})
     assert summary["argv"] == ["crawl", "--out", "x"]
 
 
 def test_non_zero_exit_fails_the_task_and_may_be_retried(fake_worker):
     task = LocalStepOperator(task_id="t", arguments=["fail", "1"], worker_bin=str(fake_worker))
     with pytest.raises(StepFailed, match="exited with code 1"):
-        task.execute(context={"outlet_events": _Events()})
+        task.execute(context={"outlet_events": OutletEvents()})
 
 
 @pytest.mark.parametrize("code", [2, 3])
@@ -57,21 +52,21 @@ def test_bad_input_exit_codes_fail_without_retries(fake_worker, code):
     task = LocalStepOperator(task_id="t", arguments=["fail", str(code)],
                              worker_bin=str(fake_worker))
     with pytest.raises(AirflowFailException, match=f"exit code {code}: bad input, not retried"):
-        task.execute(context={"outlet_events": _Events()})
+        task.execute(context={"outlet_events": OutletEvents()})
 
 
 def test_missing_worker_environment_is_named(tmp_path):
     task = LocalStepOperator(task_id="t", arguments=["crawl"],
                              worker_bin=str(tmp_path / "nope" / "synthfactory"))
     with pytest.raises(StepFailed, match="worker environment missing"):
-        task.execute(context={"outlet_events": _Events()})
+        task.execute(context={"outlet_events": OutletEvents()})
 
 
 def test_summary_rides_on_outlet_asset_events(fake_worker):
     from airflow.sdk import Asset
 
     asset = Asset("iceberg://synthfactory/synthetic.rephrased")
-    events = _Events()
+    events = OutletEvents()
     task = LocalStepOperator(task_id="register_catalog", arguments=["register"],
                              worker_bin=str(fake_worker), outlets=[asset])
     task.execute(context={"outlet_events": events})
@@ -85,7 +80,7 @@ def test_aws_connection_reaches_the_step_as_standard_variables(fake_worker, monk
     }))
     task = LocalStepOperator(task_id="t", arguments=["crawl"], worker_bin=str(fake_worker),
                              aws_conn_id="sf_s3")
-    aws = task.execute(context={"outlet_events": _Events()})["aws"]
+    aws = task.execute(context={"outlet_events": OutletEvents()})["aws"]
     assert aws["AWS_ACCESS_KEY_ID"] == "AKIAEXAMPLE"
     assert aws["AWS_SECRET_ACCESS_KEY"] == "s3cr3t"
     assert aws["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000"

@@ -8,8 +8,8 @@ from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperato
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from kubernetes.client import models as k8s
 
-from operators.kubernetes import SynthfactoryPodOperator, pod_operator_kwargs
-from operators.settings import Settings
+from synthfactory_airflow.operators.kubernetes import SynthfactoryPodOperator, pod_operator_kwargs
+from synthfactory_airflow.operators.settings import Settings
 
 
 def _pod_that_exited(code: int) -> k8s.V1Pod:

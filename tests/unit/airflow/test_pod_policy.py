@@ -11,11 +11,15 @@ from datetime import timedelta
 
 import kubernetes_validate
 import pytest
-from dag_pods import built_pod, offline_kube
 
-from operators.kubernetes import GPU_POLICY, SynthfactoryPodOperator, pod_operator_kwargs
-from operators.pod_security import SCRATCH_ENV
-from operators.settings import Settings
+from synthfactory_airflow.operators.kubernetes import (
+    GPU_POLICY,
+    SynthfactoryPodOperator,
+    pod_operator_kwargs,
+)
+from synthfactory_airflow.operators.pod_security import SCRATCH_ENV
+from synthfactory_airflow.operators.settings import Settings
+from tests.support.dag_pods import built_pod, offline_kube
 
 
 @pytest.fixture

@@ -5,16 +5,16 @@ the CPU pool and one GPU worker group in the GPU pool, backoffLimit 0, Kueue's l
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 
-from operators.rayjob import rayjob_manifest, rayjob_wave, wave_entrypoint
+from synthfactory_airflow.operators.rayjob import rayjob_manifest, rayjob_wave, wave_entrypoint
+from tests.support.paths import ROOT
 
-CRD = Path(__file__).resolve().parents[2] / "schemas" / "crds" / "ray.io_rayjobs.yaml"
+CRD = ROOT / "tests" / "schemas" / "crds" / "ray.io_rayjobs.yaml"
 PLAN = [
     {"rephrase": ["rephrase", "--shard", "s3://b/run/prompts/shard-00000.parquet",
                   "--shard", "s3://b/run/prompts/shard-00001.parquet", "--out", "s3://b/run",
@@ -135,7 +135,7 @@ def test_the_dag_in_kuberay_mode_builds_a_valid_two_node_wave(schema, tmp_path):
     import copy
     from types import SimpleNamespace
 
-    from dag_pods import offline_kube, pod_tasks
+    from tests.support.dag_pods import offline_kube, pod_tasks
 
     with offline_kube(tmp_path):
         tasks = pod_tasks({"SYNTHFACTORY_REPHRASE_MODE": "kuberay",

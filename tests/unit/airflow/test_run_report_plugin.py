@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 from lxml import html as lxml_html
 
-from plugins.run_report import run_files
-from plugins.run_report.app import create_app
+from synthfactory_airflow.plugins.run_report import run_files
+from synthfactory_airflow.plugins.run_report.app import create_app
+from tests.support.moto import moto_s3
+from tests.support.paths import ROOT, WORKER_PYTHON
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKER_PY = ROOT / ".venv-worker" / "bin" / "python"
 RUN_ID = "manual__2026-01-03T00:00:00+00:00"
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -28,11 +27,11 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def engine_run(tmp_path_factory) -> Path:
     """A finished run folder plus the report.json the engine wrote for it."""
-    if not WORKER_PY.exists():
+    if not WORKER_PYTHON.exists():
         pytest.skip("needs .venv-worker (the engine writes the report)")
     root = tmp_path_factory.mktemp("report") / "out"
-    done = subprocess.run([str(WORKER_PY), str(Path(__file__).with_name("run_report_fixture.py")),
-                           f"file://{root}"], capture_output=True, text=True, check=True)
+    done = subprocess.run([str(WORKER_PYTHON), "-m", "tests.support.run_report_fixture",
+                           f"file://{root}"], capture_output=True, text=True, check=True, cwd=ROOT)
     return Path(done.stdout.strip().splitlines()[-1][len("file://"):])
 
 
@@ -175,37 +174,19 @@ def test_views_need_an_airflow_login(engine_run):
     assert response.status_code == 401
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_run(engine_run):
     """The finished run uploaded to a moto S3 server, minus its report.json (in progress)."""
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            for key, value in env.items():
-                patch.setenv(key, value)
-            s3 = run_files._s3()
-            s3.create_bucket(Bucket="runs")
-            prefix = "data/synthetic_rephrase/2026-01-02"
-            for path in engine_run.rglob("*"):
-                if path.is_file():
-                    s3.put_object(Bucket="runs", Body=path.read_bytes(),
-                                  Key=f"{prefix}/{path.relative_to(engine_run)}")
-            s3.delete_object(Bucket="runs", Key=f"{prefix}/report/report.json")
-            yield f"s3://runs/{prefix}", engine_run
-    finally:
-        server.stop()
+    with moto_s3():
+        s3 = run_files._s3()
+        s3.create_bucket(Bucket="runs")
+        prefix = "data/synthetic_rephrase/2026-01-02"
+        for path in engine_run.rglob("*"):
+            if path.is_file():
+                s3.put_object(Bucket="runs", Body=path.read_bytes(),
+                              Key=f"{prefix}/{path.relative_to(engine_run)}")
+        s3.delete_object(Bucket="runs", Key=f"{prefix}/report/report.json")
+        yield f"s3://runs/{prefix}", engine_run
 
 
 def test_s3_run_folder(s3_run):
@@ -233,10 +214,11 @@ def test_s3_run_folder(s3_run):
 def test_plugin_module_is_cheap_to_import():
     """Every Airflow component imports plugins/: the app, Jinja and boto3 wait for a request."""
     code = ("import json, sys, time\nimport airflow.plugins_manager\nbefore = set(sys.modules)\n"
-            "t = time.perf_counter()\nimport plugins.run_report.plugin\n"
+            "t = time.perf_counter()\nimport synthfactory_airflow.plugins.run_report.plugin\n"
             "print(json.dumps({'s': time.perf_counter() - t, 'new': sorted(set(sys.modules) - "
             "before)}))")
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                     text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
-    assert not {"plugins.run_report.app", "boto3", "jinja2", "fastapi"} & set(out["new"])
+    heavy = {"synthfactory_airflow.plugins.run_report.app", "boto3", "jinja2", "fastapi"}
+    assert not heavy & set(out["new"])
     assert out["s"] < 0.2

@@ -14,15 +14,16 @@ import kubernetes_validate
 import pytest
 import yaml
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
-from dag_pods import ROOT, built_pod, offline_kube, pod_tasks
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from test_pod_security import restricted_violations
 
-from operators import spark_kubernetes as sk
-from operators.kueue import QUEUE_LABEL
-from operators.pod_security import SCRATCH_ENV
-from operators.settings import Settings
+from synthfactory_airflow.operators import spark_kubernetes as sk
+from synthfactory_airflow.operators.kueue import QUEUE_LABEL
+from synthfactory_airflow.operators.pod_security import SCRATCH_ENV
+from synthfactory_airflow.operators.settings import Settings
+from tests.support.dag_pods import built_pod, offline_kube, pod_tasks
+from tests.support.paths import ROOT
+from tests.support.pod_standards import restricted_violations
 
 K8S = "1.33.0"
 SERVICE = "synthfactory-spark-0123456789abcdef"

@@ -10,8 +10,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from operators.catalog_env import CatalogConnectionError, sqlalchemy_uri
-from operators.local import LocalStepOperator
+from synthfactory_airflow.operators.catalog_env import CatalogConnectionError, sqlalchemy_uri
+from synthfactory_airflow.operators.local import LocalStepOperator
+from tests.support.events import OutletEvents
 
 CANARY = "canary-5c1e0b"
 
@@ -30,14 +31,8 @@ def env_dumping_worker(tmp_path) -> Path:
     return script
 
 
-class _Events(dict):
-    def __missing__(self, key):
-        self[key] = type("Event", (), {"extra": {}})()
-        return self[key]
-
-
 def _run(task: LocalStepOperator) -> dict:
-    return task.execute(context={"outlet_events": _Events()})
+    return task.execute(context={"outlet_events": OutletEvents()})
 
 
 def test_the_worker_environment_does_not_reach_the_step(env_dumping_worker, monkeypatch):

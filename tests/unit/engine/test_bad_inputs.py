@@ -25,14 +25,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from rephrase_fixtures import write_prompt_shard
 
 from synthfactory import cli, storage
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 from synthfactory.validate import validate_shard
+from tests.support.paths import ROOT
+from tests.support.shards import write_prompt_shard
 
-REPO = Path(__file__).resolve().parents[3]
 SCRIPT = Path(sys.executable).with_name("synthfactory")  # .venv-worker/bin/synthfactory
 UNREACHABLE_DB = "postgresql+psycopg2://synth@127.0.0.1:1/catalog"  # nothing listens on :1
 DEFAULT_TIMEOUT = 90  # generous: a loaded 2-core machine takes 5-20 s to start a step
@@ -165,6 +165,14 @@ CASES = [
     Case("validate-max-repetition-above-1",
          ["validate", "--shard", "{shard}", "--max-repetition", "2"],
          ("argument --max-repetition", "must be between 0 and 1")),
+    # quality
+    Case("quality-in-missing",
+         ["quality", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/gated.parquet"],
+         ("--in", "rows.parquet", "not found")),
+    Case("quality-max-copy-above-1",
+         ["quality", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/gated.parquet",
+          "--max-copy", "2"],
+         ("argument --max-copy", "must be between 0 and 1")),
     # register
     Case("register-catalog-unreachable",
          ["register", "--run", "{committed}", "--table", "synth.rephrased",
@@ -291,7 +299,7 @@ def build_world(tmp: Path) -> dict[str, str]:
     paths["manifest"] = str(tmp / "manifest")
     paths["model"] = _word_level_model(tmp / "model")
 
-    paths["spec"] = str(REPO / "examples" / "lengths" / "bimodal.json")
+    paths["spec"] = str(ROOT / "examples" / "lengths" / "bimodal.json")
     (tmp / "bad-spec.json").write_text(json.dumps({"type": "gaussian", "mean": 100}))
     paths["bad_spec"] = str(tmp / "bad-spec.json")
     (tmp / "grid.json").write_text(json.dumps({"max_num_seqs": [4]}))

@@ -17,7 +17,7 @@ from synthfactory.training.lengths import (
     load_spec,
     spec_from_dict,
 )
-from synthfactory.training.testing import make_run, write_spec
+from tests.support.training import make_run, write_spec
 
 BIMODAL = {
     "type": "buckets",

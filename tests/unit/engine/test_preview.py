@@ -10,7 +10,7 @@ import pytest
 from synthfactory.cli import main
 from synthfactory.training.lengths import spec_from_dict
 from synthfactory.training.preview import BalanceConfig, dp_balance, histogram, length_stats
-from synthfactory.training.testing import write_spec
+from tests.support.training import write_spec
 
 FIXED_100 = {"type": "buckets", "buckets": [{"min_len": 100, "max_len": 100, "weight": 1}]}
 

@@ -11,13 +11,13 @@ import time
 
 import pyarrow as pa
 import pytest
-from rephrase_fixtures import write_prompt_shard
 
 from synthfactory import storage
 from synthfactory.rephrase.checkpoint import ConcurrentWriter
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.fingerprint import prompt_checksum
 from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
+from tests.support.shards import write_prompt_shard
 
 
 class Crash(RuntimeError):

@@ -9,7 +9,7 @@ import pytest
 from synthfactory.cli import main
 from synthfactory.errors import SynthfactoryError
 from synthfactory.training.smoke import SmokeConfig, expected_loss_range
-from synthfactory.training.testing import make_run, make_tokenizer, write_spec
+from tests.support.training import make_run, make_tokenizer, write_spec
 
 SPEC = {"type": "buckets", "buckets": [{"min_len": 2, "max_len": 20, "weight": 3},
                                        {"min_len": 40, "max_len": 64, "weight": 1}]}

@@ -8,12 +8,12 @@ import argparse
 import json
 
 import pytest
-from rephrase_fixtures import write_prompt_shard
 
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_args import tuned_engine_args
 from synthfactory.sweep import command
+from tests.support.shards import write_prompt_shard
 
 
 def _fake_trial(calls: list, later: dict | None = None):

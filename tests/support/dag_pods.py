@@ -1,5 +1,6 @@
 """The pod tasks of both DAGs, parsed under the kubernetes runner, and their pods built
-offline (``build_pod_request_obj`` needs only a kubeconfig file, no cluster)."""
+offline (``build_pod_request_obj`` needs only a kubeconfig file, no cluster). Imports
+Airflow: for the .venv half only."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from kubernetes.client import ApiClient
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.paths import DAGS
+
 OFFLINE_KUBECONFIG = """
 apiVersion: v1
 kind: Config
@@ -45,7 +47,7 @@ def pod_tasks(env: dict[str, str]) -> dict[tuple[str, str], KubernetesPodOperato
     with pytest.MonkeyPatch.context() as mp:
         for name, value in {"SYNTHFACTORY_RUNNER": "kubernetes", **env}.items():
             mp.setenv(name, value)
-        bag = DagBag(dag_folder=str(ROOT / "dags"))
+        bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
     return {(dag_id, task.task_id): task
             for dag_id in ("synthetic_rephrase", "engine_sweep")

@@ -1,85 +1,12 @@
-"""Fixtures for the crawl tests: a real moto S3 server over HTTP, seeding through its
-backend (HTTP uploads of thousands of objects are too slow), and a throttling proxy.
-
-Import the fixtures into a test module: ``from conftest_crawl import crawl_s3, ...``.
-(conftest.py in this folder is shared; this file is the crawl's own.)
-"""
+"""An HTTP proxy in front of a moto server that misbehaves on purpose, as S3 does under
+load: 503 SlowDown (and 500 InternalError) answers, slow answers, 403 AccessDenied."""
 
 from __future__ import annotations
 
 import http.client
-import os
-import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import pytest
-
-CRAWL_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class CrawlS3:
-    """A moto server on 127.0.0.1 and direct access to its backend for seeding."""
-
-    def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
-
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-
-    @property
-    def backend(self):
-        from moto.core import DEFAULT_ACCOUNT_ID
-        from moto.s3.models import s3_backends
-
-        return s3_backends[DEFAULT_ACCOUNT_ID]["global"]
-
-    def create_bucket(self, name: str) -> None:
-        self.backend.create_bucket(name, "us-east-1")
-
-    def seed(self, bucket: str, keys: Iterable[str], body: bytes = b"x",
-             last_modified: datetime | None = None) -> None:
-        for key in keys:
-            obj = self.backend.put_object(bucket, key, body)
-            if last_modified is not None:
-                obj.last_modified = last_modified
-
-    def client(self, endpoint: str | None = None):
-        import boto3
-
-        return boto3.client("s3", endpoint_url=endpoint or self.endpoint, region_name="us-east-1")
-
-
-@pytest.fixture(scope="module")
-def crawl_s3() -> Iterator[CrawlS3]:
-    saved = {k: os.environ.get(k) for k in [*CRAWL_ENV, "AWS_ENDPOINT_URL"]}
-    s3 = CrawlS3()
-    s3.server.start()
-    os.environ.update(CRAWL_ENV, AWS_ENDPOINT_URL=s3.endpoint)
-    try:
-        yield s3
-    finally:
-        s3.server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 class ThrottlingProxy:

@@ -1,19 +1,16 @@
-"""Run with .venv-worker's python: a committed run folder (tests/integration/engine's
-build_run) plus the report the engine writes for it. The Airflow side's tests read it.
+"""Run with .venv-worker's python, from the repository root: a committed run folder
+(run_folders.build_run) plus the report the engine writes for it. The Airflow side's
+tests read it.
 
-    python run_report_fixture.py ROOT_URL  -> prints the run folder URL
+    python -m tests.support.run_report_fixture ROOT_URL  -> prints the run folder URL
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration" / "engine"))
-
-from catalog_fixtures import build_run  # noqa: E402
-
-from synthfactory import cli, storage  # noqa: E402
+from synthfactory import cli, storage
+from tests.support.run_folders import build_run
 
 
 def main(root: str) -> None:

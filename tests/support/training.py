@@ -1,4 +1,4 @@
-"""Small stand-ins for tests and docs: a fake run folder and a tiny tokenizer.
+"""Small stand-ins for the training tests: a fake generated run and a tiny tokenizer.
 
 They let the smoke test's ``--from-run`` and ``--real-tokens`` paths run without vLLM
 or a downloaded model. Needs pyarrow (always) and tokenizers (``make_tokenizer``).

@@ -3,14 +3,11 @@
 Follows docs/contracts.md: prompt shards and shards.json, generated parts with the
 contract's columns, quarantine parts, ``_COMMITTED.json`` written last, validation
 JSON. Every shard quarantines its last ``quarantined`` rows, so counts add up unless a
-test breaks them on purpose. Also: a throwaway PostgreSQL database per test session.
+test breaks them on purpose.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -21,9 +18,6 @@ from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 ENGINE_ARGS = {"max_num_seqs": 32, "dtype": "bfloat16", "max_model_len": 2048}
-# The PostgreSQL server the catalog cases use (libpq URI; this machine runs one here).
-PG_DSN_ENV = "SYNTHFACTORY_TEST_PG_DSN"
-DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 TEMPLATES = [
     {"id": "encyclopedic", "version": "1", "style": "encyclopedic"},
     {"id": "qa", "version": "2", "style": "qa"},
@@ -227,40 +221,3 @@ def _write_shard(
         },
     )
     return [{**r, "shard": name} for r in generated]
-
-
-@contextlib.contextmanager
-def postgres_database():
-    """A uniquely named database on the server at ``SYNTHFACTORY_TEST_PG_DSN`` (default
-    the local one, trust auth), dropped afterwards.
-
-    Yields its SQLAlchemy URI, or None when no server answers there (the caller skips;
-    under CI=true tests/conftest.py turns that skip into a failure).
-    """
-    from sqlalchemy.engine import make_url
-
-    try:
-        import psycopg2
-    except ImportError:
-        yield None
-        return
-    try:
-        admin = psycopg2.connect(postgres_dsn(), connect_timeout=3)
-    except psycopg2.OperationalError:
-        yield None
-        return
-    name = f"sf_catalog_{uuid.uuid4().hex[:12]}"
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-        url = make_url(postgres_dsn()).set(drivername="postgresql+psycopg2", database=name)
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
-def postgres_dsn() -> str:
-    return os.environ.get(PG_DSN_ENV, DEFAULT_PG_DSN)

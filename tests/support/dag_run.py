@@ -1,5 +1,6 @@
 """One whole synthetic_rephrase run (twice: the rerun resumes), shared by the tests of
-this folder: a DAG run costs minutes on 2 cores, so it happens once per session.
+tests/integration/airflow: a DAG run costs minutes on 2 cores, so it happens once per
+session (fixture ``dag_run``; the services it uses: ``canary_pg_role``, ``signing_s3``).
 
 It runs in the production shape as far as one machine allows: the catalog database is
 a PostgreSQL role reached through an Airflow connection with a password, the warehouse
@@ -20,11 +21,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
-MOTO_SERVER = ROOT / ".venv-worker" / "bin" / "moto_server"
-AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
-MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
+from tests.support.airflow_home import airflow_env, migrate
+from tests.support.paths import AIRFLOW, MODEL, MOTO_SERVER, ROOT, WORKER
+from tests.support.ports import free_port
+
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 CATALOG_CONN_ID = "synthfactory_catalog"
 AWS_CONN_ID = "synthfactory_aws"
@@ -56,12 +56,6 @@ def _missing(service: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{service} is required with CI=true")
     pytest.skip(f"needs {service}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +90,7 @@ def signing_s3():
         _missing(".venv-worker's moto_server")
     import boto3
 
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     # The first three requests (the IAM set-up below) are let through unauthenticated.
     server = subprocess.Popen(
@@ -139,10 +133,7 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
                     "login": role, "password": pg_password, "schema": role}
     aws_conn = {"conn_type": "aws", "login": key_id, "password": secret_key,
                 "extra": {"endpoint_url": endpoint, "region_name": REGION}}
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+    env = {**airflow_env(tmp / "airflow"),
            "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(ROOT),
            f"AIRFLOW_CONN_{CATALOG_CONN_ID.upper()}": json.dumps(catalog_conn),
            f"AIRFLOW_CONN_{AWS_CONN_ID.upper()}": json.dumps(aws_conn),
@@ -150,7 +141,7 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
     subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/corpus", "--days", "2",
                     "--docs-per-day", "10", "--end-date", "2026-11-29"],
                    check=True, capture_output=True, env=env)
-    subprocess.run([str(AIRFLOW), "db", "migrate"], check=True, capture_output=True, env=env)
+    migrate(env)
     conf = {"source": f"file://{tmp}/corpus", "output_root": f"file://{tmp}/data",
             "catalog_conn_id": CATALOG_CONN_ID, "warehouse": f"s3://{BUCKET}/warehouse",
             "templates": ["summary", "qa"], "styles_per_doc": 1, "shard_tokens": 2048,

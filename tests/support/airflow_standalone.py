@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -20,16 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKER = ROOT / ".venv-worker" / "bin" / "synthfactory"
-AIRFLOW = ROOT / ".venv" / "bin" / "airflow"
-MODEL = ROOT / "var" / "models" / "SmolLM2-135M-Instruct"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.airflow_home import airflow_env
+from tests.support.paths import AIRFLOW, MODEL, WORKER
+from tests.support.ports import free_port
 
 
 class Api:
@@ -90,10 +82,7 @@ def standalone(home: Path, extra_env: dict[str, str] | None = None) -> Iterator[
     """`airflow standalone` with AIRFLOW_HOME under ``home``; yields once the API server
     answers and the admin can log in; stops the whole process group on exit."""
     port = free_port()
-    env = {**os.environ, "AIRFLOW_HOME": str(home / "airflow"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+    env = {**airflow_env(home / "airflow"),
            "AIRFLOW__CORE__PARALLELISM": "2",
            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
            "AIRFLOW__API__PORT": str(port),

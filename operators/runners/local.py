@@ -1,0 +1,46 @@
+"""The ``local`` runner: every step a subprocess of ``.venv-worker`` on this machine."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from synthfactory.contract import default_catalog_uri
+from synthfactory_airflow.operators.runners.base import Runner
+
+
+class LocalRunner(Runner):
+    name = "local"
+    capacity_cluster = "local"  # this machine as one node
+
+    def step_class(self) -> type:
+        from synthfactory_airflow.operators.local import LocalStepOperator
+
+        return LocalStepOperator
+
+    def step_kwargs(self, kind: str, step: str, gang_size: str | None = None) -> dict[str, Any]:
+        # The pods' retry shape, shorter delays; resumable steps make retries cheap.
+        return {
+            "worker_bin": self.settings.worker_bin,
+            "aws_conn_id": self.settings.aws_conn_id or None,
+            "retries": 2 if kind == "gpu" else 1,
+            "retry_delay": timedelta(seconds=10),
+            "retry_exponential_backoff": True,
+            "max_retry_delay": timedelta(minutes=2),
+        }
+
+    @property
+    def default_catalog_uri(self) -> str:
+        return default_catalog_uri(str(self.settings.home))
+
+    def catalog_kwargs(self) -> dict[str, Any]:
+        # resolved into $SYNTHFACTORY_CATALOG_URI when the step starts; null Param: none
+        return {"catalog_conn_id": "{{ params.catalog_conn_id or '' }}"}
+
+    def wave(self, groups: str) -> list[dict[str, Any]]:
+        # One worker process of a kind at a time on one machine: what it needs here (vLLM
+        # CPU peaks near 4 GB), one core per engine replica (`gpus_per_task` on the CPU build).
+        return [{"pool": "gpu", "count": "1",
+                 "requests": {"cpu": "{{ params.gpus_per_task }}",
+                              "memory": "{{ 4 * params.gpus_per_task }}Gi"}},
+                {"pool": "cpu", "count": "1", "requests": {"cpu": "1", "memory": "1Gi"}}]

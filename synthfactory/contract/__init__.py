@@ -1,0 +1,86 @@
+"""The contract between the steps, and the one thing both sides of the wall import.
+
+The engine (``synthfactory``) and the Airflow layer (dags/, operators/, plugins/) run
+in different environments and never import each other, except this package: standard
+library only, so the Airflow image carries it without the engine. It holds what each
+side would otherwise spell on its own (docs/contracts.md):
+
+- ``paths``: the run folder's layout and file names;
+- ``shapes``: TypedDicts of every JSON file of a run and of the plan's summary;
+- ``names``: exit codes, environment variable names, the shipped styles;
+- ``catalog_uri``: the default catalog and the "no password in a URI" rule;
+- ``run_folder``: the one reader of a run folder's JSON files (the caller brings I/O);
+- ``report_figures``: report.json's figures that those JSON files give.
+"""
+
+from synthfactory.contract import paths
+from synthfactory.contract.catalog_uri import (
+    DEFAULT_CATALOG_DB,
+    DEFAULT_WAREHOUSE,
+    NO_PASSWORD_PATTERN,
+    default_catalog_uri,
+    has_password,
+)
+from synthfactory.contract.names import (
+    CATALOG_URI_ENV,
+    DEBUG_ENV,
+    EXIT_DONE,
+    EXIT_PERMANENT,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
+    GPU_HOUR_USD_ENV,
+    HOME_ENV,
+    NOT_RETRYABLE,
+    PAUSE_AT_ENV,
+    PAUSE_MARKER_ENV,
+    PAUSE_RELEASE_ENV,
+    PROGRESS_SECONDS_ENV,
+    RESULT_FILE_ENV,
+    STYLES,
+)
+from synthfactory.contract.report_figures import (
+    build_report,
+    count_kinds,
+    reason_kind,
+    shard_figures,
+)
+from synthfactory.contract.run_folder import RunFiles, RunFolder, ShardFiles, not_written
+from synthfactory.contract.shapes import (
+    CommitPart,
+    CommittedJson,
+    CommitTimings,
+    LengthStats,
+    ManifestSummary,
+    PlanGroup,
+    QuarantinePart,
+    ReportCost,
+    ReportExample,
+    ReportJson,
+    ReportLengths,
+    ReportManifest,
+    ReportPrompts,
+    ReportRephrase,
+    ReportShard,
+    ReportStitch,
+    ReportTokens,
+    ReportView,
+    ShardEntry,
+    ShardsJson,
+    TemplateEntry,
+    ValidationFlags,
+    ValidationJson,
+)
+
+__all__ = [
+    "CATALOG_URI_ENV", "DEBUG_ENV", "DEFAULT_CATALOG_DB", "DEFAULT_WAREHOUSE", "EXIT_DONE",
+    "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "GPU_HOUR_USD_ENV", "HOME_ENV",
+    "NOT_RETRYABLE", "NO_PASSWORD_PATTERN", "PAUSE_AT_ENV", "PAUSE_MARKER_ENV",
+    "PAUSE_RELEASE_ENV", "PROGRESS_SECONDS_ENV", "RESULT_FILE_ENV", "STYLES", "CommitPart",
+    "CommitTimings", "CommittedJson", "LengthStats", "ManifestSummary", "PlanGroup",
+    "QuarantinePart", "ReportCost", "ReportExample", "ReportJson", "ReportLengths",
+    "ReportManifest", "ReportPrompts", "ReportRephrase", "ReportShard", "ReportStitch",
+    "ReportTokens", "ReportView", "RunFiles", "RunFolder", "ShardEntry", "ShardFiles",
+    "ShardsJson", "TemplateEntry", "ValidationFlags", "ValidationJson", "build_report",
+    "count_kinds", "default_catalog_uri", "has_password", "not_written", "paths", "reason_kind",
+    "shard_figures",
+]

@@ -1,0 +1,25 @@
+"""What a step's process agrees on with whoever launches it (a local subprocess or a
+pod, docs/contracts.md): exit codes, environment variable names, the shipped styles."""
+
+from __future__ import annotations
+
+# Exit codes: whether Airflow retries the task (docs/adr/0105).
+EXIT_DONE = 0  # the summary is the XCom
+EXIT_RETRYABLE = 1  # a SynthfactoryError a retry may cure, or an unforeseen error
+EXIT_USAGE = 2  # argparse's own code for a bad command line
+EXIT_PERMANENT = 3  # PermanentError: the same argv fails the same way
+NOT_RETRYABLE = frozenset({EXIT_USAGE, EXIT_PERMANENT})
+
+# Environment variables a step reads.
+RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # where the summary goes besides stdout
+CATALOG_URI_ENV = "SYNTHFACTORY_CATALOG_URI"  # a URI with a password travels here, not argv
+DEBUG_ENV = "SYNTHFACTORY_DEBUG"  # 1: tracebacks instead of one-line errors
+HOME_ENV = "SYNTHFACTORY_HOME"  # the embedded catalog, models and data live under it
+GPU_HOUR_USD_ENV = "SYNTHFACTORY_GPU_HOUR_USD"  # the report's device-hour price
+PROGRESS_SECONDS_ENV = "SYNTHFACTORY_PROGRESS_SECONDS"  # rephrase's progress log period
+PAUSE_AT_ENV = "SYNTHFACTORY_PAUSE_AT"  # fault tests: stop at a named point...
+PAUSE_MARKER_ENV = "SYNTHFACTORY_PAUSE_MARKER"  # ...announce it in this file...
+PAUSE_RELEASE_ENV = "SYNTHFACTORY_PAUSE_RELEASE"  # ...and wait for this one
+
+# The prompt styles shipped in synthfactory/templates/, in the trigger form's order.
+STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq")

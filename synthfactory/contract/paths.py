@@ -1,0 +1,64 @@
+"""Where each step writes inside a run folder, relative to the run URL
+``{root}/{pipeline}/{interval}`` (docs/contracts.md, "Storage").
+
+Relative paths only, joined with ``/``: the engine joins them with
+``synthfactory.storage``, the Airflow plugin with plain strings.
+"""
+
+from __future__ import annotations
+
+import re
+
+MANIFEST = "manifest"
+SUMMARY_NAME = "_SUMMARY.json"  # crawl's summary, beside the manifest parts
+MANIFEST_SUMMARY = f"{MANIFEST}/{SUMMARY_NAME}"
+PROMPTS = "prompts"
+SHARDS_JSON = f"{PROMPTS}/shards.json"
+GENERATED = "generated"
+COMMITTED = "_COMMITTED.json"  # written last: its presence means the shard is done
+VALIDATION = "validation"
+QUARANTINE = "quarantine"
+STITCH_QUARANTINE = f"{QUARANTINE}/stitch"
+REPHRASE_QUARANTINE = f"{QUARANTINE}/rephrase"
+REPORT = "report"
+REPORT_JSON = f"{REPORT}/report.json"
+STALE = "stale"  # outputs of older prompts, set aside (docs/adr/0055)
+
+SHARD_NAME = re.compile(r"shard-(\d{5,})")  # a prompt shard's name, without .parquet
+PART_NAME = re.compile(r"part-(\d{5,})\.parquet")
+
+
+def join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p)
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}"
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}.parquet"
+
+
+def prompt_shard(index: int) -> str:
+    return join(PROMPTS, f"{shard_name(index)}.parquet")
+
+
+def generated_shard(shard: str) -> str:
+    return join(GENERATED, shard)
+
+
+def commit(shard: str) -> str:
+    return join(GENERATED, shard, COMMITTED)
+
+
+def validation(shard: str) -> str:
+    return join(VALIDATION, f"{shard}.json")
+
+
+def rephrase_quarantine(shard: str) -> str:
+    return join(REPHRASE_QUARANTINE, shard)
+
+
+def stale_shard(shard: str, stamp: str) -> str:
+    return join(STALE, shard, stamp)

@@ -1,0 +1,259 @@
+"""The JSON files of a run folder and the step summaries the DAG reads, as TypedDicts.
+
+Each shape lists what its writer writes today (tests/integration/engine/
+test_contract.py runs a real run and checks every file against these, and
+docs/contracts.md against both). Readers of older folders still use ``.get``.
+
+No ``from __future__ import annotations`` here: TypedDict needs real annotations
+to tell ``NotRequired`` keys apart.
+"""
+
+from typing import Any, NotRequired, TypedDict
+
+# -- prompts/shards.json (stitch) ------------------------------------------------------
+
+
+class ShardEntry(TypedDict):
+    name: str  # shard-00000
+    url: str  # the prompt shard's parquet URL
+    rows: int
+    tokens: int  # estimated prompt + max new tokens: what the shard budget counts
+
+
+class TemplateEntry(TypedDict):
+    id: str
+    version: int
+    style: str
+
+
+class ShardsJson(TypedDict):
+    shards: list[ShardEntry]
+    templates: list[TemplateEntry]
+    rows_in: int  # documents read
+    prompt_rows: int  # (rows_in - quarantined) * styles_per_doc
+    quarantined: int  # documents set aside at stitch
+    quarantine_reasons: dict[str, int]  # full reason text -> documents
+    quarantine_url: str | None  # the stitch quarantine folder; None when nothing is there
+    styles_per_doc: int
+    shard_tokens: int
+    max_new_tokens: int | str  # a fixed budget, or "auto" (per row: the shards' column)
+    max_model_len: int
+    seed: int
+    files: int  # seed files the manifest listed
+
+
+# -- generated/{shard}/_COMMITTED.json (rephrase) --------------------------------------
+
+
+class CommitPart(TypedDict):
+    name: str  # part-00000.parquet
+    rows: int  # generated rows in it
+    quarantined: int  # rows of the same part under quarantine/rephrase/{shard}/
+
+
+class QuarantinePart(TypedDict):
+    name: str
+    rows: int
+
+
+class CommitTimings(TypedDict):
+    started: str  # ISO 8601, UTC
+    finished: str
+    wall_s: float
+    generation_s: float
+
+
+class CommittedJson(TypedDict):
+    shard: str
+    prompt_shard: str  # URL
+    rows_in: int  # = rows_generated + rows_quarantined
+    rows_generated: int
+    rows_quarantined: int
+    parts: list[CommitPart]
+    quarantine_parts: list[QuarantinePart]
+    prompt_tokens: int
+    output_tokens: int
+    prompt_checksum: str  # sha256:...
+    output_checksum: str
+    model: str
+    engine_args: dict[str, Any]
+    sampling: dict[str, Any]
+    timings: CommitTimings
+    device_seconds: float
+    device: str  # cpu, cuda, or none when nothing was left to generate
+
+
+# -- validation/{shard}.json (validate) ------------------------------------------------
+
+
+class LengthStats(TypedDict):
+    count: int
+    min: int
+    p50: float
+    p90: float
+    p99: float
+    max: int
+    mean: float
+
+
+class ValidationFlags(TypedDict):
+    empty: int
+    truncated: int
+    repetition: int
+    refusal: int
+
+
+class ValidationJson(TypedDict):
+    shard: str
+    rows: int  # generated rows validated
+    rows_in: int
+    rows_quarantined: int
+    output_tokens: LengthStats
+    flags: ValidationFlags
+    rows_flagged: int
+
+
+# -- manifest/_SUMMARY.json (crawl; also its XCom) -------------------------------------
+
+
+class ManifestSummary(TypedDict):
+    objects: int
+    bytes: int
+    partitions: int
+    manifest_url: str
+    requests: int
+    source: str
+    interval_start: str | None
+    interval_end: str | None
+    partition_template: str | None
+    partition_columns: list[str]
+    scope: str | None
+    parts: int
+    requests_this_run: int
+    retries: int
+    resumed: bool
+    skipped: dict[str, int]
+    workers: int
+    wall_s: float
+    warnings: list[str]
+
+
+# -- step summaries the DAG reads ------------------------------------------------------
+
+
+class PlanGroup(TypedDict):
+    """One entry of ``synthfactory plan``'s summary: one mapped ``shard`` task group."""
+
+    shards: list[str]
+    tokens: int
+    rows: int
+    rephrase: list[str]  # the group's finished argv, without the console script
+    validate: list[str]
+
+
+# -- report/report.json (report) -------------------------------------------------------
+
+
+class ReportManifest(TypedDict):
+    objects: int | None
+    bytes: int | None
+    partitions: int | None
+    source: str | None
+    interval_start: str | None
+    interval_end: str | None
+
+
+class ReportPrompts(TypedDict):
+    rows: int | None
+    shards: int
+    shard_tokens: int | None
+    styles_per_doc: int | None
+    templates: list[str]
+
+
+class ReportStitch(TypedDict):
+    documents_in: int | None
+    documents_quarantined: int | None
+    quarantined_by_reason: dict[str, int]  # by kind (reason_kind)
+    prompt_rows: int | None
+
+
+class ReportRephrase(TypedDict):
+    shards_committed: int
+    rows_in: int
+    rows_generated: int
+    rows_quarantined: int
+    quarantined_by_reason: dict[str, int]  # by kind; {} where parts were not read
+    rows_flagged: int
+
+
+class ReportTokens(TypedDict):
+    prompt: int | None  # None where the prompt shards were not read
+    output: int
+    generation_s: float
+    tokens_per_s: float | None
+    device_seconds: float
+    devices: list[str]
+
+
+class ReportCost(TypedDict):
+    gpu_hour_usd: float
+    device_hours: float
+    usd: float
+    usd_per_1b_output_tokens: float | None
+
+
+class ReportShard(TypedDict):
+    name: str
+    committed: bool
+    rows_in: int | None
+    rows_generated: int
+    rows_quarantined: int
+    output_tokens: int
+    generation_s: float | None
+    tokens_per_s: float | None
+    device_seconds: float | None
+    device: str | None
+    rows_flagged: int | None
+    flags: ValidationFlags | None
+
+
+class ReportLengths(TypedDict):
+    prompt_tokens: LengthStats
+    output_tokens: LengthStats
+
+
+class ReportExample(TypedDict):
+    template_id: str
+    style: str | None
+    document_id: str
+    shard: str
+    source_excerpt: str
+    rephrasing: str
+
+
+class ReportJson(TypedDict):
+    run_url: str
+    complete: bool
+    missing: list[str]  # one line per absent file, naming the step that writes it
+    documents_in: int | None
+    manifest: ReportManifest | None
+    prompts: ReportPrompts
+    stitch: ReportStitch
+    rephrase: ReportRephrase
+    tokens: ReportTokens
+    cost: ReportCost | None  # None where no price was given (the UI's view so far)
+    shards: list[ReportShard]
+    lengths: ReportLengths | None  # None where the parquet parts were not read
+    examples: list[ReportExample]
+    figures: dict[str, str]  # figure name -> PNG file name beside report.json
+    dag_id: NotRequired[str | None]  # the three set by `synthfactory report`
+    airflow_run_id: NotRequired[str | None]
+    generated_at: NotRequired[str]
+
+
+class ReportView(ReportJson):
+    """What the UI plugin shows: report.json, or the same shape built from the JSON
+    files so far (``so_far``: True) for a run without one."""
+
+    so_far: bool

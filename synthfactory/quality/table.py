@@ -1,0 +1,50 @@
+"""The gate over an Arrow table: columns in, the same rows plus verdict columns out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from synthfactory.errors import PermanentError
+from synthfactory.quality.bounds import Bounds
+from synthfactory.quality.gate import Row, Verdict, assess
+
+REQUIRED = ("id", "source_text", "output_text", "finish_reason")
+OPTIONAL = ("template",)
+VERDICT_FIELDS = [pa.field("usable", pa.bool_()), pa.field("reasons", pa.list_(pa.string())),
+                  pa.field("clean_text", pa.string())]
+
+
+def check_columns(table: pa.Table, source: str) -> None:
+    """One line naming the first missing or mistyped column."""
+    for name in REQUIRED + OPTIONAL:
+        if name not in table.column_names:
+            if name in OPTIONAL:
+                continue
+            raise PermanentError(f"{source}: missing column {name!r} "
+                                 f"(columns: {table.column_names})")
+        kind = table.schema.field(name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_null(kind)):
+            raise PermanentError(f"{source}: column {name!r} must be string, got {kind}")
+
+
+def verdicts_of(table: pa.Table, bounds_for: Callable[[str | None], Bounds],
+                duplicate_jaccard: float) -> list[Verdict]:
+    columns = {name: table.column(name).to_pylist() for name in REQUIRED}
+    templates = (table.column("template").to_pylist() if "template" in table.column_names
+                 else [None] * table.num_rows)
+    rows = [Row(columns["source_text"][i] or "", columns["output_text"][i] or "",
+                columns["finish_reason"][i], templates[i]) for i in range(table.num_rows)]
+    return assess(rows, bounds_for, duplicate_jaccard)
+
+
+def with_verdicts(table: pa.Table, verdicts: list[Verdict]) -> pa.Table:
+    values = [[v.usable for v in verdicts], [v.reasons for v in verdicts],
+              [v.clean_text for v in verdicts]]
+    for field, column in zip(VERDICT_FIELDS, values, strict=True):
+        if field.name in table.column_names:  # re-gating a gated table replaces its verdicts
+            table = table.drop_columns([field.name])
+        table = table.append_column(field, pa.array(column, type=field.type))
+    return table

@@ -1,0 +1,17 @@
+"""scripts/*.py loaded as modules: scripts/ is not a package, and a test that imports a
+script proves it still parses and its imports resolve."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+from tests.support.paths import ROOT
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/NAME.py as a module named NAME (its ``__main__`` block does not run)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

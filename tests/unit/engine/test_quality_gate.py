@@ -1,0 +1,194 @@
+"""The quality gate: labelled pairs for every reason, clean rephrasings that must pass,
+preamble stripping, and the command's table contract and RESULT line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from synthfactory.quality.bounds import Bounds, bounds_from
+from synthfactory.quality.clean import clean_text
+from synthfactory.quality.gate import Row, assess, counts
+from synthfactory.quality.reasons import REASONS
+
+SOURCE = ("The cmd module provides a simple framework for writing line-oriented command "
+          "interpreters. These are often useful for test harnesses, administrative tools, "
+          "and prototypes that will later be wrapped in a more sophisticated interface.")
+REWRITE = ("This framework helps developers build interpreters that read one command per "
+           "line. Such programs serve well as testing harnesses, admin utilities and early "
+           "prototypes before a richer interface arrives.")
+QA = ("Question: What does the cmd module offer? Answer: A small framework for building "
+      "interpreters that take one command per line. Question: Where is it useful? Answer: "
+      "In test harnesses, admin tools and prototypes that later get a richer front end.")
+SUMMARY = "The cmd module is a framework for line-based command interpreters."
+LONG_SOURCE = " ".join([SOURCE] * 6)
+
+# (source, output, finish_reason, template) -> the one reason expected
+LABELLED = {
+    "empty": (SOURCE, "Sure! Here is the rewritten text:", "stop", "encyclopedic"),
+    "truncated": (SOURCE, REWRITE, "length", "encyclopedic"),
+    "refusal": (SOURCE, "I'm sorry, but I cannot rewrite this text as it may be copyrighted "
+                        "and I do not want to cause any harm to its authors.",
+                "stop", "encyclopedic"),
+    "repetition": (SOURCE, "the framework helps the framework helps the framework helps the "
+                           "framework helps the framework helps the framework helps the "
+                           "framework helps", "stop", "encyclopedic"),
+    "copy_of_source": (SOURCE, SOURCE, "stop", "encyclopedic"),
+    "too_short": (SOURCE, "A framework for interpreters.", "stop", "encyclopedic"),
+    "too_long": (SOURCE, REWRITE, "stop", "summary"),  # a summary as long as its source
+    "language": (SOURCE, "Dieses Modul bietet ein einfaches Gerüst zum Schreiben "
+                         "zeilenorientierter Befehlsinterpreter, die oft für Testumgebungen, "
+                         "Verwaltungswerkzeuge und Prototypen nützlich sind.",
+                 "stop", "encyclopedic"),
+}
+CLEAN = [
+    (SOURCE, REWRITE, "stop", "encyclopedic"),
+    (SOURCE, QA, "stop", "qa"),
+    (SOURCE, SUMMARY, "stop", "summary"),
+    (LONG_SOURCE, "A summary: the cmd module builds line-oriented interpreters for harnesses, "
+                  "tools and prototypes.", "stop", "summary"),
+]
+
+
+def templates_bounds(template: str | None) -> Bounds:
+    from synthfactory.stitch.templates import load_template
+
+    return bounds_from(load_template(template).quality, template) if template else Bounds()
+
+
+def test_every_reason_has_a_labelled_pair():
+    assert set(LABELLED) | {"duplicate"} == set(REASONS)
+
+
+@pytest.mark.parametrize("reason", sorted(LABELLED))
+def test_labelled_pair_is_rejected_for_its_reason(reason):
+    (verdict,) = assess([Row(*LABELLED[reason])], templates_bounds)
+    assert not verdict.usable
+    assert verdict.reasons == [reason]
+
+
+@pytest.mark.parametrize("pair", CLEAN, ids=[c[3] + str(i) for i, c in enumerate(CLEAN)])
+def test_clean_rephrasings_pass(pair):
+    (verdict,) = assess([Row(*pair)], templates_bounds)
+    assert verdict.reasons == []
+    assert verdict.usable
+
+
+def test_duplicates_keep_the_first_of_a_cluster():
+    near = REWRITE.replace("arrives.", "arrives!")  # near-identical, not byte-identical
+    other = QA
+    rows = [Row(SOURCE, REWRITE, "stop", "encyclopedic"),
+            Row(SOURCE, near, "stop", "encyclopedic"),
+            Row(SOURCE, other, "stop", "qa"),
+            Row(SOURCE, REWRITE.upper(), "stop", "encyclopedic")]
+    verdicts = assess(rows, templates_bounds)
+    assert [v.reasons for v in verdicts] == [[], ["duplicate"], [], ["duplicate"]]
+
+
+def test_a_rejected_row_does_not_count_as_the_kept_copy():
+    rows = [Row(SOURCE, REWRITE, "length", "encyclopedic"),  # truncated: not kept
+            Row(SOURCE, REWRITE, "stop", "encyclopedic")]
+    assert [v.reasons for v in assess(rows, templates_bounds)] == [["truncated"], []]
+
+
+@pytest.mark.parametrize("raw,clean", [
+    ("Sure! Here is the rewritten text:\n\nThe cat sat.", "The cat sat."),
+    ("Certainly! Here's a summary of the passage: The cat sat.", "The cat sat."),
+    ("Here are the questions and answers:\nQ: Who sat?", "Q: Who sat?"),
+    ("The cat sat. I hope this helps!", "The cat sat."),
+    ("The cat sat.\n\nLet me know if you would like another version.", "The cat sat."),
+    # the document's own words are kept
+    ("Here is how a parser works: it reads tokens.", "Here is how a parser works: it reads "
+                                                     "tokens."),
+    ("The module helps. If you need more, read the manual.",
+     "The module helps. If you need more, read the manual."),
+])
+def test_preamble_and_offer_are_stripped_and_nothing_else(raw, clean):
+    assert clean_text(raw) == clean
+
+
+def test_verdict_carries_the_clean_text():
+    (verdict,) = assess([Row(SOURCE, "Sure! Here is the rewritten text:\n" + REWRITE +
+                             "\n\nLet me know if you need any more changes.", "stop",
+                             "encyclopedic")], templates_bounds)
+    assert verdict.usable and verdict.clean_text == REWRITE
+
+
+def test_counts_list_every_reason():
+    verdicts = assess([Row(*LABELLED["too_short"]), Row(*CLEAN[0])], templates_bounds)
+    assert counts(verdicts) == {**dict.fromkeys(REASONS, 0), "too_short": 1}
+
+
+@pytest.mark.parametrize("declared,message", [
+    ({"min_ratio": 2, "max_ratio": 1}, "min_ratio < max_ratio"),
+    ({"max_copy": 1.5}, "max_copy must be in (0, 1]"),
+    ({"min_ratios": 0.1}, "unknown quality key(s) ['min_ratios']"),
+    ({"max_ratio": "2"}, "max_ratio must be a number"),
+])
+def test_bad_template_bounds_name_the_problem(declared, message):
+    from synthfactory.errors import SynthfactoryError
+
+    with pytest.raises(SynthfactoryError, match=None) as info:
+        bounds_from(declared, "template x.json")
+    assert message in str(info.value) and "template x.json" in str(info.value)
+
+
+def _table(tmp_path, **columns) -> str:
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table(columns), path)
+    return f"file://{path}"
+
+
+def _quality(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "synthfactory.cli", "quality", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_command_writes_verdict_columns_and_prints_result(tmp_path):
+    pairs = [LABELLED["copy_of_source"], CLEAN[0], LABELLED["too_short"], CLEAN[0]]
+    url = _table(tmp_path, id=[f"d{i}" for i in range(4)],
+                 source_text=[p[0] for p in pairs], output_text=[p[1] for p in pairs],
+                 finish_reason=[p[2] for p in pairs], template=[p[3] for p in pairs])
+    out = tmp_path / "out.parquet"
+    result = _quality("--in", url, "--out", f"file://{out}")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-2] == ("RESULT quality rows=4 usable=1 empty=0 truncated=0 refusal=0 "
+                         "repetition=0 copy_of_source=1 too_short=1 too_long=0 language=0 "
+                         "duplicate=1")
+    assert json.loads(lines[-1])["rejected"] == 3
+    table = pq.read_table(out)
+    assert table.column_names == ["id", "source_text", "output_text", "finish_reason",
+                                  "template", "usable", "reasons", "clean_text"]
+    assert table.column("usable").to_pylist() == [False, True, False, False]
+    assert table.column("reasons").to_pylist() == [["copy_of_source"], [], ["too_short"],
+                                                   ["duplicate"]]
+
+
+def test_command_override_beats_the_template(tmp_path):
+    pair = LABELLED["too_short"]
+    url = _table(tmp_path, id=["a"], source_text=[pair[0]], output_text=[pair[1]],
+                 finish_reason=["stop"], template=["encyclopedic"])
+    result = _quality("--in", url, "--out", f"file://{tmp_path}/o.parquet", "--min-ratio", "0.1")
+    assert "RESULT quality rows=1 usable=1 " in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("columns,message", [
+    ({"id": ["a"], "output_text": ["x"], "finish_reason": ["stop"]},
+     "missing column 'source_text'"),
+    ({"id": ["a"], "source_text": ["x"], "output_text": [3], "finish_reason": ["stop"]},
+     "column 'output_text' must be string, got int64"),
+    ({"id": ["a"], "source_text": ["x"], "output_text": ["y"], "finish_reason": ["stop"],
+      "template": ["no_such_style"]}, "template 'no_such_style': not found"),
+])
+def test_bad_table_gets_one_line_naming_the_column(tmp_path, columns, message):
+    result = _quality("--in", _table(tmp_path, **columns), "--out", f"file://{tmp_path}/o.parquet")
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
