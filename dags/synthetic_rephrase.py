@@ -66,13 +66,33 @@ params = {
     "output_root": Param(SETTINGS.url("var", "data"), type="string", pattern=URL_PATTERN,
                          section=DATA,
                          description="where run folders are written (file://... or s3://...)"),
-    # `examples` makes the form a multi-select of the shipped styles; `items.enum`
-    # makes the schema refuse any other name.
+    # Your own corpus: its columns by name. A name the seed files lack fails stitch,
+    # listing the columns there.
+    "text_column": Param("text", type="string", minLength=1, section=DATA,
+                         description="column of the seed files holding each document's text"),
+    "id_column": Param("id", type="string", minLength=1, section=DATA,
+                       description="column holding each document's unique id (stitch and "
+                                   "the audit read it)"),
+    # null allowed: an emptied text field reaches the run as null (see catalog_conn_id)
+    "quality_column": Param(None, type=["null", "string"], minLength=1, section=DATA,
+                            description="numeric column scoring each document (e.g. a quality "
+                                        "classifier's score); empty: no selection"),
+    "min_quality": Param(None, type=["null", "number"], section=DATA,
+                         description="stitch only documents whose quality_column is at least "
+                                     "this (needs quality_column); empty: every document"),
+    # `examples` makes the form a multi-select of the shipped styles; no `items.enum`:
+    # a templates_url folder has ids of its own, which check_params looks up (ADR 0114).
+    # The pattern keeps an id a file name that survives the comma-joined argv.
     "templates": Param(["encyclopedic"], type="array", minItems=1, uniqueItems=True,
-                       examples=list(STYLES), items={"type": "string", "enum": list(STYLES)},
+                       examples=list(STYLES),
+                       items={"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
                        section=PROMPTS,
-                       description="rephrase styles: the shipped prompt templates to draw "
-                                   "from"),
+                       description="rephrase styles: template ids to draw from, the shipped "
+                                   "ones or those in templates_url"),
+    "templates_url": Param(None, type=["null", "string"], pattern=URL_PATTERN, section=PROMPTS,
+                           description="folder (file://... or s3://...) of your own template "
+                                       "JSON files, one per id (docs/templates.md); empty: "
+                                       "the shipped templates"),
     "styles_per_doc": Param(1, type="integer", minimum=1, maximum=len(STYLES),
                             section=PROMPTS,
                             description="styles drawn per document (at most the number of "
@@ -139,6 +159,10 @@ params = {
                        section=CATALOG,
                        description="where the table's data files are written (file://... "
                                    "or s3://...)"),
+    "include_rejected": Param(False, type="boolean", section=CATALOG,
+                              description="register the rows the quality gate rejected too "
+                                          "(column usable = false); default: usable rows only "
+                                          "(docs/quality.md)"),
     "table": Param(CATALOG_TABLE, type="string", pattern=r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$",
                    section=CATALOG, description="Iceberg table as namespace.name"),
     "smoke_steps": Param(10, type="integer", minimum=1, maximum=10000, section=SMOKE,
@@ -170,6 +194,7 @@ with DAG(
         task_id="stitch_prompts",
         arguments=["stitch", "--manifest", RUN + "/manifest", "--out", RUN,
                    "--templates", "{{ params.templates | join(',') }}",
+                   "--templates-url={{ params.templates_url or '' }}",  # empty: shipped
                    "--styles-per-doc", "{{ params.styles_per_doc }}",
                    "--shard-tokens", "{{ params.shard_tokens }}",
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
@@ -179,7 +204,12 @@ with DAG(
                    "--partitions", "{{ params.spark_partitions }}",
                    "--executors", "{{ params.spark_executors }}",
                    "--executor-cores", "{{ params.spark_executor_cores }}",
-                   "--executor-memory", "{{ params.spark_executor_memory }}"],
+                   "--executor-memory", "{{ params.spark_executor_memory }}",
+                   "--text-column", "{{ params.text_column }}",
+                   "--id-column", "{{ params.id_column }}",
+                   # optional: one --flag=VALUE item each; stitch reads "--flag=" as unset
+                   "--quality-column={{ params.quality_column or '' }}",
+                   "--min-quality={{ '' if params.min_quality is none else params.min_quality }}"],
         **RUNNER.spark_driver_kwargs("stitch_prompts"),
     )
     plan = Step(
@@ -210,7 +240,8 @@ with DAG(
                    "--pipeline", "synthetic_rephrase",
                    "--interval", "{{ data_interval_start.isoformat() }}/"
                                  "{{ data_interval_end.isoformat() }}",
-                   "--airflow-run-id", "{{ run_id }}"],
+                   "--airflow-run-id", "{{ run_id }}",
+                   "--include-rejected={{ params.include_rejected | lower }}"],
         outlets=[CATALOG_ASSET],
         **RUNNER.step_kwargs("cpu", "register_catalog"), **RUNNER.catalog_kwargs(),
     )
@@ -219,6 +250,7 @@ with DAG(
     audit = Step(
         task_id="audit_run",
         arguments=["audit", "--run", RUN, "--table", "{{ params.table }}",
+                   "--id-column", "{{ params.id_column }}",  # the seeds' ids, as stitch read
                    *RUNNER.catalog_arguments()],
         **{**RUNNER.step_kwargs("cpu", "audit_run"), "retries": 0},  # a retry reads the same
         **RUNNER.catalog_kwargs(),

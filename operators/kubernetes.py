@@ -23,6 +23,7 @@ from synthfactory.contract import RESULT_FILE_ENV
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
 from synthfactory_airflow.operators.kube_client import kubernetes_hook
 from synthfactory_airflow.operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
+from synthfactory_airflow.operators.lineage import StepLineageMixin
 from synthfactory_airflow.operators.pod_security import scratch_env, security_kwargs
 from synthfactory_airflow.operators.results import attach_to_outlets
 from synthfactory_airflow.operators.settings import Settings
@@ -87,8 +88,9 @@ def per_gpu_template(requests: dict[str, str], param: str = GPUS_PARAM) -> dict[
     return out
 
 
-class SynthfactoryPodOperator(KubernetesPodOperator):
-    """KubernetesPodOperator whose xcom (the step summary) also rides on outlet events.
+class SynthfactoryPodOperator(StepLineageMixin, KubernetesPodOperator):
+    """KubernetesPodOperator whose xcom (the step summary) also rides on outlet events;
+    OpenLineage as the local runner's step (operators/lineage.py).
 
     :param pod_group: the wave this pod belongs to under Kueue (operators/kueue.py): its
         pod gets the pod-group name of this run and wave when it is built.
@@ -124,6 +126,7 @@ class SynthfactoryPodOperator(KubernetesPodOperator):
     def execute(self, context: Any):
         summary = super().execute(context)
         attach_to_outlets(context, self.outlets, summary if isinstance(summary, dict) else None)
+        self._keep_for_lineage(summary)
         return summary
 
     def cleanup(self, pod, remote_pod, *args: Any, **kwargs: Any) -> None:

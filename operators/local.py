@@ -20,6 +20,7 @@ from airflow.sdk import BaseOperator
 
 from synthfactory.contract import RESULT_FILE_ENV
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
+from synthfactory_airflow.operators.lineage import StepLineageMixin
 from synthfactory_airflow.operators.results import attach_to_outlets
 from synthfactory_airflow.operators.step_env import step_environment
 
@@ -28,9 +29,10 @@ class StepFailed(RuntimeError):
     pass
 
 
-class LocalStepOperator(BaseOperator):
+class LocalStepOperator(StepLineageMixin, BaseOperator):
     """Run ``synthfactory ARGUMENTS...`` from the worker venv; the step's summary JSON
-    is the task's XCom. The pod in the kubernetes runner runs the very same argv."""
+    is the task's XCom. The pod in the kubernetes runner runs the very same argv.
+    OpenLineage: operators/lineage.py."""
 
     template_fields: Sequence[str] = ("arguments", "env_vars", "catalog_conn_id")
     ui_color = "#e8f4ea"
@@ -68,6 +70,7 @@ class LocalStepOperator(BaseOperator):
                 raise StepFailed(f"{' '.join(argv[:2])} exited with code {code}")
             summary = json.loads(result_file.read_text()) if result_file.exists() else None
         attach_to_outlets(context, self.outlets, summary)
+        self._keep_for_lineage(summary)
         return summary
 
     def _aws_env(self) -> dict[str, str]:

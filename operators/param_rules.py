@@ -9,13 +9,18 @@ Spark or vLLM start.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from synthfactory.contract import STYLES
+from synthfactory_airflow.operators.template_folder import template_ids
 
 
 def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
-             known: Iterable[str]) -> list[str]:
-    """One line per broken rule, each naming the field(s); empty when all hold."""
+             known: Iterable[str],
+             list_templates: Callable[[str], set[str]] = template_ids) -> list[str]:
+    """One line per broken rule, each naming the field(s); empty when all hold.
+    ``list_templates``: the template ids a ``templates_url`` folder holds."""
     known = sorted(known)
     found: list[str] = []
     for key in sorted(set(conf) - set(known)):
@@ -23,6 +28,7 @@ def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         found.append(f"conf key {key!r}: not a Param of this DAG{hint}; it would be ignored")
     templates = params.get("templates") or []
+    found += template_problems(templates, params.get("templates_url"), list_templates)
     chosen = len(set(templates))
     if params.get("styles_per_doc", 1) > chosen:
         found.append(
@@ -34,7 +40,32 @@ def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
             f"shard_tokens={params['shard_tokens']}: below max_model_len="
             f"{params['max_model_len']}; one prompt plus its output would not fit in a shard"
         )
+    if params.get("min_quality") is not None and not params.get("quality_column"):
+        found.append(
+            f"min_quality={params['min_quality']}: needs quality_column, the seed files' "
+            "column to compare with it; set quality_column or empty min_quality"
+        )
     return found
+
+
+def template_problems(templates: list[str], url: str | None,
+                      list_templates: Callable[[str], set[str]]) -> list[str]:
+    """The form lets any id through (a folder of one's own has its own): shipped styles
+    without ``templates_url``, else ids whose file is in that folder."""
+    if not url:
+        missing = sorted(set(templates) - set(STYLES))
+        return [f"templates={missing}: not shipped templates (shipped: {sorted(STYLES)}); "
+                "set templates_url to the folder that holds them"] if missing else []
+    try:
+        there = list_templates(url)
+    except Exception as exc:  # missing folder, no access: the run would fail at stitch
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return [f"templates_url={url}: cannot list the folder ({reason})"]
+    missing = sorted(set(templates) - there)
+    if missing:
+        return [f"templates={missing}: not in templates_url={url} "
+                f"(there: {sorted(there) or 'no *.json files'})"]
+    return []
 
 
 def check_params_task(known: Iterable[str]):

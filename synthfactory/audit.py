@@ -6,10 +6,15 @@ Each check reads what the steps wrote, not their summaries:
 - no (id, template) appears twice in the run's outputs;
 - each commit's prompt checksum matches its prompt shard now, and its output checksum
   matches its parts (a part swapped or edited after the commit is caught);
-- the catalog's rows of the run are exactly the committed generated rows.
+- every generated row has the quality gate's verdict (verdicts/); the rejected ones are
+  counted apart;
+- the catalog's rows of the run are exactly the usable rows (every generated row when
+  the run was registered with ``--include-rejected``).
+
+Every prompt row ends in exactly one of registered, rejected and quarantined.
 
 Every discrepancy is printed, and the command exits 1 when there is any. The last line
-is ``RESULT audit docs_in=... prompt_rows=... generated=... quarantined=...
+is ``RESULT audit docs_in=... prompt_rows=... generated=... quarantined=... rejected=...
 registered=... lost=... duplicated=... stale=...`` (``registered=unchecked`` without a
 catalog).
 """
@@ -42,6 +47,7 @@ class AuditReport:
     prompt_rows: int = 0
     generated: int = 0
     quarantined: int = 0
+    rejected: int = 0  # generated rows the quality gate rejected
     registered: int | None = None
     lost: int = 0
     duplicated: int = 0
@@ -52,12 +58,12 @@ class AuditReport:
         registered = "unchecked" if self.registered is None else self.registered
         return (f"RESULT audit docs_in={self.docs_in} prompt_rows={self.prompt_rows} "
                 f"generated={self.generated} quarantined={self.quarantined} "
-                f"registered={registered} lost={self.lost} duplicated={self.duplicated} "
-                f"stale={self.stale}")
+                f"rejected={self.rejected} registered={registered} lost={self.lost} "
+                f"duplicated={self.duplicated} stale={self.stale}")
 
     def summary(self) -> dict:
-        keys = ("run_url", "docs_in", "prompt_rows", "generated", "quarantined", "registered",
-                "lost", "duplicated", "stale")
+        keys = ("run_url", "docs_in", "prompt_rows", "generated", "quarantined", "rejected",
+                "registered", "lost", "duplicated", "stale")
         return {k: getattr(self, k) for k in keys} | {"problems": len(self.problems),
                                                       "clean": not self.problems}
 
@@ -98,19 +104,44 @@ def audit(run_url: str, table: str | None = None,
     prompt_ids: set[str] = set()
     keys: Counter = Counter()  # (id, template_id) over all outputs
     committed_rows: list[tuple] = []  # (shard, id, template_id, row) of generated rows
+    rejected_rows: set[tuple] = set()  # the same, of the rows the quality gate rejected
     for entry in entries:
         prompts = storage.read_table(entry["url"])
         report.prompt_rows += prompts.num_rows
         prompt_ids.update(prompts.column("id").to_pylist())
         _audit_shard(folder, layout, entry["name"], prompts, report, keys, committed_rows)
+        _audit_verdicts(layout, entry["name"], committed_rows, rejected_rows, report)
     for (doc_id, template), n in keys.items():
         if n > 1:
             report.duplicated += n - 1
             report.problems.append(f"({doc_id}, {template}) appears {n} times in the outputs")
     _audit_documents(layout, prompt_ids, id_column, report)
     if table:
-        _audit_catalog(layout.run_url, table, settings, committed_rows, report)
+        _audit_catalog(layout.run_url, table, settings, committed_rows, rejected_rows, report)
     return report
+
+
+def _audit_verdicts(layout: RunLayout, name: str, committed_rows: list[tuple],
+                    rejected_rows: set[tuple], report: AuditReport) -> None:
+    """One verdict per generated row of the shard; its rejected rows counted apart."""
+    generated = {r for r in committed_rows if r[0] == name}
+    if not generated:
+        return
+    url = layout.shard_verdicts(name)
+    if not storage.exists(url):
+        report.problems.append(f"{url}: not found: {len(generated)} generated row(s) of {name} "
+                               "have no quality verdict; run `synthfactory validate` for it")
+        return
+    verdicts = storage.read_table(url, columns=["id", "template_id", "row", "usable"])
+    keys = [(name, *key) for key in zip(*(verdicts.column(c).to_pylist()
+                                         for c in ("id", "template_id", "row")), strict=True)]
+    if Counter(keys) != Counter(generated):
+        report.problems.append(f"{url}: its verdicts are not the generated rows of {name} "
+                               f"({len(keys)} verdicts, {len(generated)} generated rows)")
+    for key, usable in zip(keys, verdicts.column("usable").to_pylist(), strict=True):
+        if not usable and key in generated:
+            rejected_rows.add(key)
+            report.rejected += 1
 
 
 def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Table,
@@ -213,7 +244,7 @@ def _audit_documents(layout: RunLayout, prompt_ids: set[str], id_column: str,
 
 
 def _audit_catalog(run_url: str, table: str, settings, committed_rows: list[tuple],
-                   report: AuditReport) -> None:
+                   rejected_rows: set[tuple], report: AuditReport) -> None:
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.expressions import And, EqualTo
 
@@ -230,12 +261,20 @@ def _audit_catalog(run_url: str, table: str, settings, committed_rows: list[tupl
         try:
             lineage = catalog.load_table(runs_table_of(table)).scan(
                 row_filter=And(EqualTo("run_url", run_url), EqualTo("table_name", table)),
-                selected_fields=("rows_generated",)).to_arrow()
+                selected_fields=("rows_generated", "rows_registered",
+                                 "include_rejected")).to_arrow()
         except NoSuchTableError:
-            lineage = pa.table({"rows_generated": pa.array([], pa.int64())})
+            lineage = pa.table({"rows_generated": pa.array([], pa.int64()),
+                                "rows_registered": pa.array([], pa.int64()),
+                                "include_rejected": pa.array([], pa.bool_())})
     finally:
         config.close_catalog(catalog)
-    lineage_rows = lineage.column("rows_generated").to_pylist()
+    # a run registered before the quality gate registered every generated row
+    lineage_rows = [generated if registered is None else registered
+                    for generated, registered in zip(
+                        lineage.column("rows_generated").to_pylist(),
+                        lineage.column("rows_registered").to_pylist(), strict=True)]
+    include_rejected = any(lineage.column("include_rejected").to_pylist())
     if lineage_rows != [rows.num_rows]:
         report.problems.append(
             f"{runs_table_of(table)}: half-registered: expected one lineage row of {run_url} "
@@ -243,17 +282,21 @@ def _audit_catalog(run_url: str, table: str, settings, committed_rows: list[tupl
     registered = Counter(zip(*(rows.column(c).to_pylist()
                                for c in ("shard", "id", "template_id", "row")), strict=True))
     report.registered = rows.num_rows
-    committed = Counter(committed_rows)
+    committed = Counter(r for r in committed_rows if include_rejected or r not in rejected_rows)
     unregistered = committed - registered
     extra = registered - committed
     if unregistered:
         report.lost += sum(unregistered.values())
-        report.problems.append(f"{table}: {sum(unregistered.values())} committed row(s) of "
-                               f"{run_url} are not in the table, e.g. {next(iter(unregistered))}")
+        report.problems.append(f"{table}: {sum(unregistered.values())} usable committed "
+                               f"row(s) of {run_url} are not in the table, e.g. "
+                               f"{next(iter(unregistered))}")
     if extra:
         report.duplicated += sum(extra.values())
+        rejected = sum(n for key, n in extra.items() if key in rejected_rows)
+        what = (f" ({rejected} of them rejected by the quality gate)" if rejected else "")
         report.problems.append(f"{table}: {sum(extra.values())} row(s) of {run_url} in the "
-                               f"table are not committed rows, e.g. {next(iter(extra))}")
+                               f"table are not usable committed rows{what}, e.g. "
+                               f"{next(iter(extra))}")
 
 
 def _read(url: str, report: AuditReport) -> pa.Table | None:

@@ -53,3 +53,19 @@ def budget(text: str) -> int | str:
     if text.strip().lower() == AUTO:
         return AUTO
     return positive_int(text)
+
+
+def yes_no(text: str) -> bool:
+    """``true``/``false`` (any case; also yes/no, 1/0): a flag a DAG renders from a Param."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "1"):
+        return True
+    if value in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def number_or_unset(text: str) -> float | None:
+    """A finite number, or the empty string for unset (None): ``--min-quality=`` is what
+    a DAG renders, as one argv item, for an optional Param left empty."""
+    return None if text.strip() == "" else _number(text, float)

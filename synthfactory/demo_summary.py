@@ -6,13 +6,43 @@ import argparse
 import textwrap
 
 from synthfactory import storage
+from synthfactory.contract import ReportJson, build_report, shard_figures
 from synthfactory.layout import RunLayout
+
+LABEL = 24  # the width of the first column
 
 
 def _wrap(text: str, width: int = 88, limit: int = 600) -> str:
     text = " ".join(text.split())
     text = text if len(text) <= limit else text[:limit] + " ..."
     return textwrap.indent(textwrap.fill(text, width), "    ")
+
+
+def quality_lines(report: ReportJson) -> list[str]:
+    """Usable rows and tokens/s, and the truncated share, as report.json has them."""
+    quality, truncated = report["quality"], report["rephrase"]["truncated_share"]
+    lines = []
+    if quality is None:
+        lines.append("usable rows".ljust(LABEL) + "n/a (no quality verdicts: validated "
+                     "before the quality gate)")
+    else:
+        reasons = sorted((-n, r) for r, n in quality["reasons"].items() if n)  # most first
+        why = ", ".join(f"{r} {-n}" for n, r in reasons)
+        lines.append("usable rows".ljust(LABEL) + f"{quality['usable']} of {quality['rows']} "
+                     f"({_pct(quality['yield'])}); rejected {quality['rejected']}"
+                     + (f" ({why})" if why else ""))
+    if truncated is not None:
+        lines.append("truncated share".ljust(LABEL) + f"{_pct(truncated)} of rows stopped at "
+                     f"their token budget ({report['rephrase']['rows_truncated']} truncated)")
+    if quality is not None:
+        tps = quality["usable_tokens_per_s"]
+        lines.append("usable tokens".ljust(LABEL) + f"{quality['usable_output_tokens']} = "
+                     + (f"{tps:.1f} usable tokens/s" if tps is not None else "n/a tokens/s"))
+    return lines
+
+
+def _pct(share: float | None) -> str:
+    return "n/a" if share is None else f"{share:.1%}"
 
 
 def main() -> None:
@@ -35,6 +65,7 @@ def main() -> None:
     quarantined = sum(c["rows_quarantined"] for c in commits)
     out_tokens = sum(c["output_tokens"] for c in commits)
     gen_s = sum(c["timings"]["generation_s"] for c in commits)
+    report = build_report(layout.run_url, files, [shard_figures(s) for s in files.shards])
 
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -63,6 +94,7 @@ def main() -> None:
     print(f"rows generated          {rows} (+{quarantined} quarantined)")
     tps = f"{out_tokens / gen_s:.1f}" if gen_s else "n/a"
     print(f"output tokens           {out_tokens} in {gen_s:.1f} s of generation = {tps} tokens/s")
+    print("\n".join(quality_lines(report)))
     print(f"catalog table           {args.table}: {arrow.num_rows} rows of this run "
           f"({catalog.properties.get('uri')})")
     print("query it with           .venv-worker/bin/synthfactory catalog show "

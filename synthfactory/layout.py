@@ -39,6 +39,10 @@ class RunLayout:
         return self.url(paths.SHARDS_JSON)
 
     @property
+    def prompt_templates(self) -> str:
+        return self.url(paths.PROMPT_TEMPLATES)
+
+    @property
     def generated(self) -> str:
         return self.url(paths.GENERATED)
 
@@ -68,6 +72,12 @@ class RunLayout:
 
     def shard_validation(self, shard: str) -> str:
         return self.url(paths.validation(shard))
+
+    def shard_verdicts(self, shard: str) -> str:
+        return self.url(paths.verdicts(shard))
+
+    def shard_rejected(self, shard: str) -> str:
+        return self.url(paths.rejected(shard))
 
     def rephrase_quarantine(self, shard: str) -> str:
         return self.url(paths.rephrase_quarantine(shard))

@@ -1,5 +1,6 @@
-"""``synthfactory validate``: per generated shard, token-length statistics and quality
-flags, with counts that must add up against the shard's ``_COMMITTED.json``."""
+"""``synthfactory validate``: per generated shard, token-length statistics, quality
+flags and the quality gate's verdict of every row (verdicts/, rejected/), with counts
+that must add up against the shard's ``_COMMITTED.json``."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.cli_types import fraction
-from synthfactory.contract import ValidationJson, paths
+from synthfactory.contract import QualityCounts, ValidationJson, paths
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
 from synthfactory.quality.checks import REFUSAL, repetition_ratio
+from synthfactory.quality.gate import verdict_columns
+from synthfactory.quality.reasons import REASONS
 
 FLAGS = ("empty", "truncated", "repetition", "refusal")
 
@@ -71,10 +74,60 @@ def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> Valid
         "output_tokens": length_stats(lengths),
         "flags": {k: int(sum(v)) for k, v in flags.items()},
         "rows_flagged": int(sum(flagged)),
+        "quality": _gate(shard_url, table, layout, name, max_repetition),
     }
     pause_point("validate:before-write")
     storage.write_json(layout.shard_validation(name), report)
     return report
+
+
+VERDICT_SCHEMA = pa.schema([
+    ("row", pa.int64()), ("id", pa.string()), ("template_id", pa.string()),
+    ("usable", pa.bool_()), ("reasons", pa.list_(pa.string())), ("clean_text", pa.string()),
+    ("output_tokens", pa.int64())])
+
+
+def _gate(shard_url: str, table: pa.Table | None, layout: RunLayout, name: str,
+          max_repetition: float) -> QualityCounts:
+    """The quality gate over the shard's rows, against their sources in the prompt shard:
+    verdicts/{shard}.parquet for every row, rejected/{shard}.parquet for the rejected.
+    The generated parts stay as committed."""
+    rows = (table.sort_by("row").to_pylist() if table is not None else [])
+    users = storage.read_table(shard_url, columns=["user"]).column(0).to_pylist()
+    verdicts = verdict_columns(
+        [(users[r["row"]], r["output_text"], r["finish_reason"], r["template_id"])
+         for r in rows], max_repetition=max_repetition, run_templates=layout.prompt_templates)
+    columns = {"row": [r["row"] for r in rows], "id": [r["id"] for r in rows],
+               "template_id": [r["template_id"] for r in rows], **verdicts,
+               "output_tokens": [int(r["output_tokens"] or 0) for r in rows]}
+    storage.write_table(pa.table(columns, schema=VERDICT_SCHEMA), layout.shard_verdicts(name))
+    rejected = [i for i, ok in enumerate(verdicts["usable"]) if not ok]
+    storage.write_table(pa.table({
+        "row": [rows[i]["row"] for i in rejected], "id": [rows[i]["id"] for i in rejected],
+        "template_id": [rows[i]["template_id"] for i in rejected],
+        "reasons": [verdicts["reasons"][i] for i in rejected],
+        "output_text": [rows[i]["output_text"] for i in rejected],
+    }, schema=pa.schema([("row", pa.int64()), ("id", pa.string()), ("template_id", pa.string()),
+                         ("reasons", pa.list_(pa.string())), ("output_text", pa.string())])),
+        layout.shard_rejected(name))
+    return quality_counts(columns)
+
+
+def quality_counts(columns: dict[str, list]) -> QualityCounts:
+    reasons = dict.fromkeys(REASONS, 0)
+    by_template: dict[str, dict[str, int]] = {}
+    for template, usable, why in zip(columns["template_id"], columns["usable"],
+                                     columns["reasons"], strict=True):
+        counts = by_template.setdefault(template, {"generated": 0, "usable": 0})
+        counts["generated"] += 1
+        counts["usable"] += int(usable)
+        for reason in why:
+            reasons[reason] += 1
+    usable = sum(columns["usable"])
+    return {"usable": usable, "rejected": len(columns["usable"]) - usable, "reasons": reasons,
+            "usable_output_tokens": sum(n for n, ok in zip(columns["output_tokens"],
+                                                           columns["usable"], strict=True) if ok),
+            "by_template": dict(sorted(by_template.items()))}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,9 +149,15 @@ def run(args: argparse.Namespace) -> dict:
     totals = Counter()
     for report in reports:
         totals.update(report["flags"])
+    reasons = Counter()
+    for report in reports:
+        reasons.update(report["quality"]["reasons"])
     return {
         "shards": [r["shard"] for r in reports],
         "rows": sum(r["rows"] for r in reports),
         "rows_flagged": sum(r["rows_flagged"] for r in reports),
         "flags": {flag: totals.get(flag, 0) for flag in FLAGS},
+        "usable": sum(r["quality"]["usable"] for r in reports),
+        "rejected": sum(r["quality"]["rejected"] for r in reports),
+        "reasons": {reason: reasons.get(reason, 0) for reason in REASONS},
     }

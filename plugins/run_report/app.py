@@ -19,17 +19,20 @@ from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, is_undefined, select_autoescape
 
 from synthfactory_airflow.plugins.run_report import dag_runs, run_files
 from synthfactory_airflow.plugins.run_report.so_far import load_report
 
 RECENT_RUNS = 60
-FIGURES = ("rows_generated", "tokens_per_s", "prompt_lengths", "output_lengths")
+FIGURES = ("rows_generated", "tokens_per_s", "rejection_reasons", "prompt_lengths",
+           "output_lengths")
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                         autoescape=select_autoescape(["html"]))
-TEMPLATES.filters["num"] = lambda v: "–" if v is None else (f"{v:,}" if isinstance(v, int)
-                                                             else f"{v:,.2f}")
+# "–" also for a key a report.json from an older engine does not have
+TEMPLATES.filters["num"] = lambda v: "–" if v is None or is_undefined(v) else (
+    f"{v:,}" if isinstance(v, int) else f"{v:,.2f}")
+TEMPLATES.filters["pct"] = lambda v: "–" if v is None or is_undefined(v) else f"{v:.1%}"
 
 
 def airflow_access():

@@ -3,8 +3,9 @@ before ``write_report``): the steps' own JSON files, shaped like report.json's f
 
 Only JSON is read (docs/contracts.md), through the engine's contract module, the one
 piece of the engine the Airflow layer imports: the same reader and the same figures
-as ``synthfactory report``. Figures that need the parquet parts (quarantine reasons at
-rephrase, length histograms, examples) wait for the report.
+as ``synthfactory report``, the quality gate's counts included (they are in the
+validation files). Figures that need the parquet parts (quarantine reasons at rephrase,
+length histograms, examples, rejected examples) wait for the report.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def load_report(run_url: str) -> ReportView:
 
 def so_far(folder: RunFolder) -> ReportView:
     """report.json's shape from the JSON files alone: no cost (the price is the report
-    step's), no rephrase reasons, lengths or examples (they need the parquet parts)."""
+    step's), no rephrase reasons, lengths or examples of either kind (they need the
+    parquet parts)."""
     files = folder.read()
     report = build_report(folder.run_url, files, [shard_figures(s) for s in files.shards])
     report["missing"].insert(0, not_written(paths.REPORT_JSON))

@@ -21,6 +21,8 @@ TOTALLED = (
     "rows_generated",
     "rows_quarantined",
     "rows_flagged",
+    "rows_rejected",
+    "rows_registered",
     "prompt_tokens",
     "output_tokens",
     "device_seconds",
@@ -95,10 +97,13 @@ def show_table(catalog, settings: config.CatalogSettings, identifier: str) -> di
         print(f"runs ({len(runs)}):")
         print(_format_rows(runs, RUN_COLUMNS))
         print("totals: " + "  ".join(f"{k} {v}" for k, v in totals.items()))
-        if totals["rows_generated"] != stats["rows"]:
+        # runs registered before the quality gate have no rows_registered: all generated
+        accounted = sum(run.get("rows_registered") if run.get("rows_registered") is not None
+                        else run.get("rows_generated") or 0 for run in runs)
+        if accounted != stats["rows"]:
             print(
                 f"note: the table holds {stats['rows']} rows but its runs account for "
-                f"{totals['rows_generated']} (rows written by something other than register?)"
+                f"{accounted} (rows written by something other than register?)"
             )
     return {**stats, **settings.describe(), "columns": columns, "runs": runs, "totals": totals}
 

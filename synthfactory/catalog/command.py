@@ -25,6 +25,7 @@ from synthfactory.catalog.iceberg_table import (
 )
 from synthfactory.catalog.lineage import PROPERTY_PREFIX, lineage_of
 from synthfactory.catalog.run_reader import read_committed_run
+from synthfactory.cli_types import yes_no
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 
@@ -40,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline", help="pipeline name (default: from the run URL)")
     parser.add_argument("--interval", help="data interval START/END (default: from the run URL)")
     parser.add_argument("--airflow-run-id", help="the Airflow DAG run id, for lineage")
+    parser.add_argument("--include-rejected", nargs="?", const=True, default=False,
+                        type=yes_no, metavar="true|false",
+                        help="register every generated row, the quality gate's rejected ones "
+                             "too (their usable column is false); default: usable rows only")
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -50,6 +55,7 @@ def run(args: argparse.Namespace) -> dict:
         pipeline=args.pipeline,
         interval=args.interval,
         airflow_run_id=args.airflow_run_id,
+        include_rejected=args.include_rejected,
     )
 
 
@@ -65,6 +71,7 @@ def register(
     pipeline: str | None = None,
     interval: str | None = None,
     airflow_run_id: str | None = None,
+    include_rejected: bool = False,
 ) -> dict:
     namespace, name = split_identifier(table)
     if name == RUNS_TABLE:
@@ -72,9 +79,10 @@ def register(
             f"--table {table!r}: {namespace}.{RUNS_TABLE} holds the run lineage; pick another name"
         )
     committed = read_committed_run(run_url)  # refuses before anything is written
-    lineage = lineage_of(committed, pipeline, interval, airflow_run_id)
+    lineage = lineage_of(committed, pipeline, interval, airflow_run_id, include_rejected)
     parts = [(s.name, url) for s in committed.shards for url in s.part_urls]
     schema = run_rows_schema([url for _, url in parts])
+    verdicts = {s.name: storage.read_table(s.verdicts_url) for s in committed.shards}
     registered_at = datetime.now(UTC)
     properties = {
         **lineage.snapshot_properties(),
@@ -87,7 +95,7 @@ def register(
         written = replace_run_rows(
             catalog,
             table,
-            run_rows_reader(committed.run_url, parts, schema),
+            run_rows_reader(committed.run_url, parts, schema, verdicts, include_rejected),
             committed.run_url,
             properties,
         )
@@ -107,10 +115,11 @@ def register(
     finally:
         config.close_catalog(catalog)
 
-    if written.rows_added != lineage.rows_generated:
+    if written.rows_added != lineage.rows_registered:
         raise SynthfactoryError(
-            f"{table}: appended {written.rows_added} rows but {committed.run_url} committed "
-            f"{lineage.rows_generated}; the parts changed while registering, register again"
+            f"{table}: appended {written.rows_added} rows but {committed.run_url} has "
+            f"{lineage.rows_registered} to register; the parts or verdicts changed while "
+            "registering, register again"
         )
     log.info(
         "registered %s rows of %s into %s (snapshot %s, %s rows replaced)",

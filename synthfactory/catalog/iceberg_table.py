@@ -21,6 +21,10 @@ from synthfactory.errors import SynthfactoryError
 
 RUN_COLUMN = "run_url"
 SHARD_COLUMN = "shard"
+# The quality gate's verdict of each row (validate's verdicts/), joined on by register.
+VERDICT_FIELDS = [pa.field("usable", pa.bool_()), pa.field("reasons", pa.list_(pa.string())),
+                  pa.field("clean_text", pa.string())]
+OURS = (SHARD_COLUMN, RUN_COLUMN, *(f.name for f in VERDICT_FIELDS))
 FULL_METRICS = "write.metadata.metrics.column.{}"
 
 
@@ -44,7 +48,8 @@ def split_identifier(identifier: str) -> tuple[str, str]:
 
 
 def run_rows_schema(part_urls: list[str]) -> pa.Schema:
-    """The parts' columns (unified across parts) plus ``shard`` and ``run_url``."""
+    """The parts' columns (unified across parts), the verdict columns, ``shard`` and
+    ``run_url``."""
     schemas = []
     for url in part_urls:
         fs, path = storage.filesystem(url)
@@ -56,21 +61,25 @@ def run_rows_schema(part_urls: list[str]) -> pa.Schema:
         # which Iceberg lacks; every such column in the contract is a string.
         f.with_type(pa.string()) if pa.types.is_null(f.type) else f
         for f in unified
-        if f.name not in (SHARD_COLUMN, RUN_COLUMN)
+        if f.name not in OURS
     ]
-    return pa.schema(
-        [*fields, pa.field(SHARD_COLUMN, pa.string()), pa.field(RUN_COLUMN, pa.string())]
-    )
+    return pa.schema([*fields, *VERDICT_FIELDS, pa.field(SHARD_COLUMN, pa.string()),
+                      pa.field(RUN_COLUMN, pa.string())])
 
 
 def run_rows_reader(
-    run_url: str, parts: list[tuple[str, str]], schema: pa.Schema
+    run_url: str, parts: list[tuple[str, str]], schema: pa.Schema,
+    verdicts: dict[str, pa.Table] | None = None, include_rejected: bool = False,
 ) -> pa.RecordBatchReader:
-    """Stream ``(shard, part_url)`` parts one file at a time, conformed to ``schema``."""
+    """Stream ``(shard, part_url)`` parts one file at a time, conformed to ``schema``,
+    each row with its shard's verdict (``verdicts``: shard -> verdicts table); rejected
+    rows are left out unless ``include_rejected``."""
 
     def batches() -> Iterator[pa.RecordBatch]:
         for shard, url in parts:
             part = storage.read_table(url)
+            if verdicts is not None:
+                part = with_verdicts(part, verdicts[shard], include_rejected)
             columns = []
             for field in schema:
                 if field.name == SHARD_COLUMN:
@@ -84,6 +93,22 @@ def run_rows_reader(
             yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def with_verdicts(part: pa.Table, verdicts: pa.Table, include_rejected: bool) -> pa.Table:
+    """``part``'s rows with their verdict columns, matched on the prompt row index
+    (by position: Arrow's join takes no list columns)."""
+    position = {row: i for i, row in enumerate(verdicts.column("row").to_pylist())}
+    missing = [r for r in part.column("row").to_pylist() if r not in position]
+    if missing:
+        raise SynthfactoryError(f"{len(missing)} row(s) of a part have no verdict (e.g. row "
+                                f"{missing[0]}); run `synthfactory validate` for the shard again")
+    take = pa.array([position[r] for r in part.column("row").to_pylist()], pa.int64())
+    for field in VERDICT_FIELDS:
+        if field.name in part.column_names:
+            part = part.drop_columns([field.name])
+        part = part.append_column(field, verdicts.column(field.name).take(take))
+    return part if include_rejected else part.filter(part.column("usable"))
 
 
 def replace_run_rows(

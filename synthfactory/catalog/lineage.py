@@ -27,7 +27,7 @@ RUNS_SCHEMA = pa.schema(
         ("interval", pa.string()),
         ("airflow_run_id", pa.string()),
         ("manifest", pa.string()),
-        ("templates", pa.string()),  # JSON list of {id, version, style}
+        ("templates", pa.string()),  # JSON list of {id, version, style, hash}
         ("model", pa.string()),
         ("engine_args", pa.string()),  # JSON
         ("sampling", pa.string()),  # JSON
@@ -38,6 +38,10 @@ RUNS_SCHEMA = pa.schema(
         ("rows_generated", pa.int64()),
         ("rows_quarantined", pa.int64()),
         ("rows_flagged", pa.int64()),
+        ("rows_usable", pa.int64()),  # the quality gate's usable rows
+        ("rows_rejected", pa.int64()),
+        ("rows_registered", pa.int64()),  # usable, or every generated row (include_rejected)
+        ("include_rejected", pa.bool_()),
         ("prompt_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
         ("device_seconds", pa.float64()),
@@ -66,6 +70,11 @@ class RunLineage:
     rows_quarantined: int
     rows_flagged: int
     quality_flags: dict
+    rows_usable: int
+    rows_rejected: int
+    rows_registered: int
+    include_rejected: bool
+    quality_reasons: dict
     prompt_tokens: int
     output_tokens: int
     device_seconds: float
@@ -93,6 +102,7 @@ def lineage_of(
     pipeline: str | None = None,
     interval: str | None = None,
     airflow_run_id: str | None = None,
+    include_rejected: bool = False,
 ) -> RunLineage:
     # The layout is {root}/{pipeline}/{interval}: flags win, the path is the fallback.
     path_pipeline, path_interval = run.run_url.rstrip("/").rsplit("/", 2)[-2:]
@@ -101,6 +111,13 @@ def lineage_of(
     for shard in run.shards:
         for flag, count in (shard.validation.get("flags") or {}).items():
             flags[flag] = flags.get(flag, 0) + int(count or 0)
+    reasons: dict[str, int] = {}
+    for shard in run.shards:
+        for reason, count in ((shard.validation.get("quality") or {}).get("reasons")
+                              or {}).items():
+            reasons[reason] = reasons.get(reason, 0) + int(count or 0)
+    usable = sum(shard.rows_usable for shard in run.shards)
+    generated = int(run.total("rows_generated"))
     models = sorted({str(s.commit["model"]) for s in run.shards if s.commit.get("model")})
     devices = sorted({str(s.commit["device"]) for s in run.shards if s.commit.get("device")})
     return RunLineage(
@@ -109,7 +126,7 @@ def lineage_of(
         interval=interval or path_interval,
         airflow_run_id=airflow_run_id,
         manifest=f"{run.run_url}/{paths.MANIFEST}",  # the folder crawl wrote (not in shards.json)
-        templates=list(shards_json.get("templates") or []),
+        templates=templates_of(shards_json),
         model=", ".join(models) or None,
         engine_args=_one_or_by_shard(run, "engine_args"),
         sampling=_one_or_by_shard(run, "sampling"),
@@ -117,14 +134,27 @@ def lineage_of(
         shards=len(run.shards),
         prompt_rows=int(shards_json.get("prompt_rows", run.total("rows_in"))),
         rows_in=int(run.total("rows_in")),
-        rows_generated=int(run.total("rows_generated")),
+        rows_generated=generated,
         rows_quarantined=int(run.total("rows_quarantined")),
         rows_flagged=sum(int(s.validation.get("rows_flagged") or 0) for s in run.shards),
         quality_flags=flags,
+        rows_usable=usable,
+        rows_rejected=generated - usable,
+        rows_registered=generated if include_rejected else usable,
+        include_rejected=include_rejected,
+        quality_reasons=reasons,
         prompt_tokens=int(run.total("prompt_tokens")),
         output_tokens=int(run.total("output_tokens")),
         device_seconds=round(float(run.total("device_seconds")), 3),
     )
+
+
+def templates_of(shards_json: dict) -> list[dict]:
+    """The run's templates with their content hashes, which the prompt rows carry as
+    ``template_hash``: the exact text behind each ``template_id`` of the table's rows.
+    A run stitched before hashes were kept has ``hash`` null."""
+    return [{"id": t.get("id"), "version": t.get("version"), "style": t.get("style"),
+             "hash": t.get("hash")} for t in shards_json.get("templates") or []]
 
 
 def _one_or_by_shard(run: CommittedRun, key: str) -> dict:

@@ -39,10 +39,15 @@ class CommittedShard:
     commit: CommittedJson
     validation: ValidationJson  # {} when missing (a problem already reported)
     part_urls: tuple[str, ...]
+    verdicts_url: str = ""  # the quality gate's verdict of each generated row
 
     @property
     def rows_generated(self) -> int:
         return int(self.commit["rows_generated"])
+
+    @property
+    def rows_usable(self) -> int:
+        return int((self.validation.get("quality") or {}).get("usable", 0))
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,16 @@ def _read_shard(
             f"{validation_url}: counts do not add up: validated {validation.get('rows')} "
             f"rows but {name} generated {generated}"
         )
-    shard = CommittedShard(name, commit_url, commit, validation or {}, tuple(part_urls))
+    verdicts_url = layout.shard_verdicts(name)
+    verdict_rows = _parquet_rows(verdicts_url)
+    if validation is not None and (verdict_rows is None or "quality" not in validation):
+        problems.append(f"{verdicts_url}: not found; the shard was validated before the "
+                        "quality gate: run `synthfactory validate` for it again")
+    elif verdict_rows is not None and verdict_rows != generated:
+        problems.append(f"{verdicts_url}: counts do not add up: {verdict_rows} verdicts but "
+                        f"{name} generated {generated}")
+    shard = CommittedShard(name, commit_url, commit, validation or {}, tuple(part_urls),
+                           verdicts_url)
     return shard, problems
 
 

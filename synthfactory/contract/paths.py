@@ -14,9 +14,12 @@ SUMMARY_NAME = "_SUMMARY.json"  # crawl's summary, beside the manifest parts
 MANIFEST_SUMMARY = f"{MANIFEST}/{SUMMARY_NAME}"
 PROMPTS = "prompts"
 SHARDS_JSON = f"{PROMPTS}/shards.json"
+PROMPT_TEMPLATES = f"{PROMPTS}/templates"  # stitch's copy of each template it used, {id}.json
 GENERATED = "generated"
 COMMITTED = "_COMMITTED.json"  # written last: its presence means the shard is done
 VALIDATION = "validation"
+VERDICTS = "verdicts"  # the quality gate's verdict per generated row (validate)
+REJECTED = "rejected"  # the rows the gate rejected, readable with their reasons
 QUARANTINE = "quarantine"
 STITCH_QUARANTINE = f"{QUARANTINE}/stitch"
 REPHRASE_QUARANTINE = f"{QUARANTINE}/rephrase"
@@ -54,6 +57,14 @@ def commit(shard: str) -> str:
 
 def validation(shard: str) -> str:
     return join(VALIDATION, f"{shard}.json")
+
+
+def verdicts(shard: str) -> str:
+    return join(VERDICTS, f"{shard}.parquet")
+
+
+def rejected(shard: str) -> str:
+    return join(REJECTED, f"{shard}.parquet")
 
 
 def rephrase_quarantine(shard: str) -> str:

@@ -2,8 +2,10 @@
 the engine's ``synthfactory report`` and for the UI's view of a run without a report.
 
 The engine adds what needs the parquet parts (rows of a shard still running, rephrase
-quarantine reasons, prompt tokens, length statistics, examples) through the keyword
-arguments; the UI leaves them out and gets the same shape with those figures empty.
+quarantine reasons, prompt tokens, length statistics, examples, rejected examples)
+through the keyword arguments; the UI leaves them out and gets the same shape with
+those figures empty. The quality gate's counts come from the validation files, so the
+UI's view of a run still going shows them too.
 """
 
 from __future__ import annotations
@@ -12,16 +14,24 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from synthfactory.contract import paths
 from synthfactory.contract.run_folder import RunFiles, ShardFiles
 from synthfactory.contract.shapes import (
     ReportCost,
     ReportExample,
     ReportJson,
     ReportLengths,
+    ReportQuality,
+    ReportRejectedExample,
     ReportShard,
+    ReportStitch,
 )
 
 _KIND_END = re.compile(r"\s*[(:]")
+# Stitch's reasons for a seed left out by --min-quality (synthfactory/stitch/job.py):
+# "quality below threshold 0.5" carries the threshold, so kinds are matched by prefix.
+BELOW_MIN_QUALITY = "quality below threshold"
+NO_QUALITY = "quality missing"
 
 
 def reason_kind(reason: str | None) -> str:
@@ -43,6 +53,10 @@ def count_kinds(reasons: Mapping[str, int] | Iterable[str]) -> dict[str, int]:
 
 def per_second(tokens: int, seconds: float | None) -> float | None:
     return round(tokens / seconds, 2) if seconds else None
+
+
+def share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
 
 
 def shard_figures(shard: ShardFiles, rows_generated: int | None = None,
@@ -71,18 +85,97 @@ def shard_figures(shard: ShardFiles, rows_generated: int | None = None,
         "device": commit.get("device"),
         "rows_flagged": validation.get("rows_flagged"),
         "flags": validation.get("flags"),
+        "usable": (validation.get("quality") or {}).get("usable"),
     }
 
 
-def cost_figures(device_seconds: float, output_tokens: int, gpu_hour_usd: float) -> ReportCost:
+def _per_1b(usd: float, tokens: int) -> float | None:
+    return round(usd / tokens * 1e9, 2) if tokens else None
+
+
+def cost_figures(device_seconds: float, output_tokens: int, gpu_hour_usd: float,
+                 gated_device_seconds: float = 0.0, usable_tokens: int = 0) -> ReportCost:
+    """Cost of the committed shards; per usable token, of the gated shards only (a shard
+    not validated yet has no usable tokens, and would inflate the price)."""
     hours = device_seconds / 3600
     usd = hours * gpu_hour_usd
     return {
         "gpu_hour_usd": gpu_hour_usd,
         "device_hours": round(hours, 6),
         "usd": round(usd, 6),
-        "usd_per_1b_output_tokens": round(usd / output_tokens * 1e9, 2) if output_tokens else None,
+        "usd_per_1b_output_tokens": _per_1b(usd, output_tokens),
+        "usd_per_1b_usable_tokens": _per_1b(gated_device_seconds / 3600 * gpu_hour_usd,
+                                            usable_tokens),
     }
+
+
+def stitch_figures(plan: dict, stitch_reasons: dict[str, int]) -> ReportStitch:
+    """Documents in, set aside (by kind), selected by quality, and stitched into prompts."""
+    reasons = plan.get("quarantine_reasons") or stitch_reasons
+    has_plan = bool(plan)
+    below = sum(n for r, n in reasons.items() if reason_kind(r).startswith(BELOW_MIN_QUALITY))
+    missing = sum(n for r, n in reasons.items() if reason_kind(r) == NO_QUALITY)
+    rows_in, quarantined = plan.get("rows_in"), plan.get("quarantined")
+    return {
+        "documents_in": rows_in,
+        "documents_quarantined": quarantined,
+        "quarantined_by_reason": dict(sorted(stitch_reasons.items())),
+        "prompt_rows": plan.get("prompt_rows"),
+        "documents_below_min_quality": below if has_plan else None,
+        "documents_without_quality": missing if has_plan else None,
+        "documents_stitched": (None if rows_in is None or quarantined is None
+                               else rows_in - quarantined),
+    }
+
+
+def pre_gate(path: str) -> str:
+    """The ``missing`` line of a validation file written before the quality gate."""
+    return (f"{path}: no quality verdicts (validated before the quality gate; "
+            "rerun shard.validate)")
+
+
+def quality_figures(files: RunFiles,
+                    examples: list[ReportRejectedExample] | None = None
+                    ) -> tuple[ReportQuality | None, float, list[str]]:
+    """The gate's counts over the shards whose validation holds them, the device-seconds
+    of those shards (for the cost per usable token), and a ``missing`` line per
+    validation file from before the gate. None when no shard was gated."""
+    gated = [s for s in files.shards if s.validation and s.validation.get("quality")]
+    old = [paths.validation(s.name) for s in files.shards
+           if s.validation and not s.validation.get("quality")]
+    if not gated:
+        return None, 0.0, [pre_gate(p) for p in old]
+    reasons: Counter = Counter()
+    by_template: dict[str, Counter] = {}
+    usable = rejected = tokens = 0
+    generation_s = device_s = 0.0
+    for shard in gated:
+        quality = shard.validation["quality"]
+        usable += quality["usable"]
+        rejected += quality["rejected"]
+        tokens += quality["usable_output_tokens"]
+        reasons.update(quality["reasons"])  # every reason, zeros too
+        for template, counts in quality["by_template"].items():
+            by_template.setdefault(template, Counter()).update(counts)
+        commit = shard.commit or {}
+        generation_s += (commit.get("timings") or {}).get("generation_s") or 0
+        device_s += commit.get("device_seconds") or 0
+    report: ReportQuality = {
+        "shards_gated": len(gated),
+        "rows": usable + rejected,
+        "usable": usable,
+        "rejected": rejected,
+        "yield": share(usable, usable + rejected),
+        "reasons": dict(reasons),
+        "by_template": {t: {"generated": c["generated"], "usable": c["usable"],
+                            "yield": share(c["usable"], c["generated"])}
+                        for t, c in sorted(by_template.items())},
+        "usable_output_tokens": tokens,
+        "usable_tokens_per_s": per_second(tokens, generation_s),
+        "usable_tokens_per_device_s": per_second(tokens, device_s),
+        "examples": examples or [],
+    }
+    return report, device_s, [pre_gate(p) for p in old]
 
 
 def build_report(
@@ -93,6 +186,7 @@ def build_report(
     gpu_hour_usd: float | None = None,
     lengths: ReportLengths | None = None,
     examples: list[ReportExample] | None = None,
+    rejected_examples: list[ReportRejectedExample] | None = None,
 ) -> ReportJson:
     """report.json's shape from the run's JSON files and one ``shard_figures`` per shard.
 
@@ -106,10 +200,14 @@ def build_report(
     device_s = sum(s["device_seconds"] or 0 for s in committed)
     if stitch_reasons is None:
         stitch_reasons = count_kinds(plan.get("quarantine_reasons") or {})
+    quality, gated_device_s, pre_gate_lines = quality_figures(files, rejected_examples)
+    validated = [s.validation for s in files.shards if s.validation]
+    truncated = sum((v.get("flags") or {}).get("truncated", 0) for v in validated)
+    missing = [*files.missing, *pre_gate_lines]
     return {
         "run_url": run_url,
-        "complete": not files.missing,
-        "missing": list(files.missing),
+        "complete": not missing,
+        "missing": missing,
         "documents_in": plan.get("rows_in"),
         "manifest": None if manifest is None else {
             "objects": manifest.get("objects"), "bytes": manifest.get("bytes"),
@@ -123,12 +221,7 @@ def build_report(
             "styles_per_doc": plan.get("styles_per_doc"),
             "templates": [t["id"] for t in plan.get("templates") or []],
         },
-        "stitch": {
-            "documents_in": plan.get("rows_in"),
-            "documents_quarantined": plan.get("quarantined"),
-            "quarantined_by_reason": dict(sorted(stitch_reasons.items())),
-            "prompt_rows": plan.get("prompt_rows"),
-        },
+        "stitch": stitch_figures(plan, stitch_reasons),
         "rephrase": {
             "shards_committed": len(committed),
             "rows_in": sum(s["rows_in"] or 0 for s in shards),
@@ -136,6 +229,8 @@ def build_report(
             "rows_quarantined": sum(s["rows_quarantined"] for s in shards),
             "quarantined_by_reason": dict(sorted((rephrase_reasons or {}).items())),
             "rows_flagged": sum(s["rows_flagged"] or 0 for s in shards),
+            "rows_truncated": truncated if validated else None,
+            "truncated_share": share(truncated, sum(v.get("rows", 0) for v in validated)),
         },
         "tokens": {
             "prompt": prompt_tokens,
@@ -146,9 +241,11 @@ def build_report(
             "devices": sorted({s["device"] for s in committed if s["device"]}),
         },
         "cost": None if gpu_hour_usd is None else cost_figures(
-            device_s, sum(s["output_tokens"] for s in committed), gpu_hour_usd),
+            device_s, sum(s["output_tokens"] for s in committed), gpu_hour_usd,
+            gated_device_s, quality["usable_output_tokens"] if quality else 0),
         "shards": shards,
         "lengths": lengths,
         "examples": examples or [],
+        "quality": quality,
         "figures": {},
     }

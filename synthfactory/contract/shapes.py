@@ -24,6 +24,7 @@ class TemplateEntry(TypedDict):
     id: str
     version: int
     style: str
+    hash: str  # sha256 of the template's canonical JSON, as the prompt rows' template_hash
 
 
 class ShardsJson(TypedDict):
@@ -103,6 +104,19 @@ class ValidationFlags(TypedDict):
     refusal: int
 
 
+class TemplateYield(TypedDict):
+    generated: int
+    usable: int
+
+
+class QualityCounts(TypedDict):
+    usable: int  # rows the gate let through (what register puts in the table)
+    rejected: int  # rows with at least one reason (verdicts/ and rejected/)
+    reasons: dict[str, int]  # every reason of the gate's vocabulary -> rows
+    usable_output_tokens: int
+    by_template: dict[str, TemplateYield]
+
+
 class ValidationJson(TypedDict):
     shard: str
     rows: int  # generated rows validated
@@ -111,6 +125,7 @@ class ValidationJson(TypedDict):
     output_tokens: LengthStats
     flags: ValidationFlags
     rows_flagged: int
+    quality: QualityCounts  # the quality gate's verdicts (docs/quality.md)
 
 
 # -- manifest/_SUMMARY.json (crawl; also its XCom) -------------------------------------
@@ -176,6 +191,10 @@ class ReportStitch(TypedDict):
     documents_quarantined: int | None
     quarantined_by_reason: dict[str, int]  # by kind (reason_kind)
     prompt_rows: int | None
+    # seeds selected by quality (--min-quality): counted from the quarantine reasons
+    documents_below_min_quality: int | None
+    documents_without_quality: int | None
+    documents_stitched: int | None  # documents_in - documents_quarantined
 
 
 class ReportRephrase(TypedDict):
@@ -185,6 +204,8 @@ class ReportRephrase(TypedDict):
     rows_quarantined: int
     quarantined_by_reason: dict[str, int]  # by kind; {} where parts were not read
     rows_flagged: int
+    rows_truncated: int | None  # validated rows that stopped at their budget; None: none yet
+    truncated_share: float | None  # rows_truncated / rows of the validated shards
 
 
 class ReportTokens(TypedDict):
@@ -201,6 +222,7 @@ class ReportCost(TypedDict):
     device_hours: float
     usd: float
     usd_per_1b_output_tokens: float | None
+    usd_per_1b_usable_tokens: float | None  # the gated shards' cost over their usable tokens
 
 
 class ReportShard(TypedDict):
@@ -216,6 +238,7 @@ class ReportShard(TypedDict):
     device: str | None
     rows_flagged: int | None
     flags: ValidationFlags | None
+    usable: int | None  # rows the quality gate let through (None before it ran)
 
 
 class ReportLengths(TypedDict):
@@ -232,6 +255,40 @@ class ReportExample(TypedDict):
     rephrasing: str
 
 
+# "yield" is a keyword: these two shapes use TypedDict's functional form.
+ReportTemplateYield = TypedDict("ReportTemplateYield", {
+    "generated": int,
+    "usable": int,
+    "yield": float | None,  # usable / generated
+})
+
+
+class ReportRejectedExample(TypedDict):
+    reason: str  # the reason this example stands for
+    reasons: list[str]  # every reason of the row
+    template_id: str
+    document_id: str
+    shard: str
+    row: int
+    source_excerpt: str
+    output_excerpt: str
+
+
+ReportQuality = TypedDict("ReportQuality", {
+    "shards_gated": int,  # shards whose validation holds the gate's verdicts
+    "rows": int,  # rows gated: usable + rejected
+    "usable": int,
+    "rejected": int,
+    "yield": float | None,  # usable / rows
+    "reasons": dict[str, int],  # reason -> rows (a row may have several)
+    "by_template": dict[str, ReportTemplateYield],
+    "usable_output_tokens": int,
+    "usable_tokens_per_s": float | None,  # per generation second, beside tokens_per_s
+    "usable_tokens_per_device_s": float | None,
+    "examples": list[ReportRejectedExample],  # one per reason; [] where parquet was not read
+})
+
+
 class ReportJson(TypedDict):
     run_url: str
     complete: bool
@@ -246,6 +303,7 @@ class ReportJson(TypedDict):
     shards: list[ReportShard]
     lengths: ReportLengths | None  # None where the parquet parts were not read
     examples: list[ReportExample]
+    quality: ReportQuality | None  # None before any shard was gated (or validated pre-gate)
     figures: dict[str, str]  # figure name -> PNG file name beside report.json
     dag_id: NotRequired[str | None]  # the three set by `synthfactory report`
     airflow_run_id: NotRequired[str | None]

@@ -40,12 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="where the gated table is written")
     parser.add_argument("--duplicate-jaccard", type=fraction, default=dedup.JACCARD,
                         help="MinHash Jaccard similarity at which an output is a duplicate")
+    parser.add_argument("--templates-url", default=None,
+                        help="folder URL of the templates named in the template column "
+                             "(default: the shipped ones; docs/templates.md)")
     for flag, (_, kind, help_) in OVERRIDES.items():
         parser.add_argument(flag, type=kind, default=None,
                             help=help_ + " (default: the template's, else the gate's)")
 
 
-def bounds_lookup(overrides: dict):
+def bounds_lookup(overrides: dict, templates_url: str | None = None):
     """Template id (or None) -> Bounds: defaults, the template file's, the flags'."""
     Bounds().override(**overrides)  # a bad override fails before anything is read
 
@@ -53,7 +56,7 @@ def bounds_lookup(overrides: dict):
     def bounds_for(template: str | None) -> Bounds:
         if template is None:
             return Bounds().override(**overrides)
-        declared = load_template(template).quality
+        declared = load_template(template, templates_url).quality
         return bounds_from(declared, f"template {template!r}").override(**overrides)
 
     return bounds_for
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> dict:
         raise PermanentError(f"--out {out_url}: the same as --in; write the verdicts beside it")
     overrides = {field: getattr(args, flag[2:].replace("-", "_"))
                  for flag, (field, _, _) in OVERRIDES.items()}
-    bounds_for = bounds_lookup(overrides)
+    bounds_for = bounds_lookup(overrides, args.templates_url)
     if not storage.exists(in_url):
         raise PermanentError(f"--in {in_url}: not found")
     table = storage.read_table(in_url)

@@ -82,3 +82,28 @@ def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
         for reason in verdict.reasons:
             totals[reason] += 1
     return totals
+
+
+def verdict_columns(rows: Sequence[tuple[str, str, str | None, str | None]],
+                    max_repetition: float | None = None,
+                    run_templates: str | None = None) -> dict[str, list]:
+    """(user message, output, finish_reason, template id) per row -> the verdict columns
+    ``usable``, ``reasons``, ``clean_text``, each row against its template's bounds and
+    the source its user message holds (the pipeline's validate step). ``run_templates``:
+    the run's copies of its templates (stitch writes them), found there before the
+    shipped ones, so a run stitched from a folder of one's own is gated by its own."""
+    from synthfactory.quality.bounds import bounds_from
+    from synthfactory.quality.source import source_of
+    from synthfactory.stitch.templates import load_template, load_used
+
+    ids = {row[3] for row in rows if row[3]}
+    templates = {t: load_used(t, run_templates) if run_templates else load_template(t)
+                 for t in ids}
+    bounds = {t: bounds_from(tpl.quality, f"template {t!r}").override(
+        max_repetition=max_repetition) for t, tpl in templates.items()}
+    default = Bounds().override(max_repetition=max_repetition)
+    gated = [Row(source_of(user, templates[t]) if t in templates else user, output or "",
+                 finish, t) for user, output, finish, t in rows]
+    verdicts = assess(gated, lambda t: bounds.get(t, default))
+    return {"usable": [v.usable for v in verdicts], "reasons": [v.reasons for v in verdicts],
+            "clean_text": [v.clean_text for v in verdicts]}

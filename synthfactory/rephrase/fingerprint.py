@@ -16,7 +16,8 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-# What decides a row's generation; `prompt_tokens` (an estimate) and `style` do not.
+# What decides a row's generation; `prompt_tokens` (an estimate) and `style` do not, nor
+# `template_hash`: system and user already hold the template's text (docs/adr/0114).
 PROMPT_FIELDS = ("id", "template_id", "template_version", "system", "user", "max_new_tokens")
 OUTPUT_FIELDS = ("row", "id", "template_id", "output_text", "reason")
 _PREFIX = "sha256:"

@@ -2,13 +2,14 @@
 
 Reads only what the steps wrote (docs/contracts.md): the manifest summary, shards.json,
 each shard's ``_COMMITTED.json`` (or, for a shard still running, its parts so far),
-the quarantine parts and the validation stats. Nothing is required: a missing piece
-becomes a line in ``missing`` and the figures it would have fed stay empty, so a failed
-or running run still gets a report of what exists.
+the quarantine parts, the validation stats and the quality gate's rejected rows.
+Nothing is required: a missing piece becomes a line in ``missing`` and the figures it
+would have fed stay empty, so a failed or running run still gets a report of what exists.
 
 The JSON files are read and turned into figures by the contract (``RunFolder``,
 ``build_report``), as the UI does for a run without a report; this module adds what
-needs the parquet parts: rows of unfinished shards, reasons, lengths and examples.
+needs the parquet parts: rows of unfinished shards, reasons, lengths, examples, and one
+rejected row per reason beside its source.
 """
 
 from __future__ import annotations
@@ -28,12 +29,17 @@ from synthfactory.contract import (
     paths,
     shard_figures,
 )
-from synthfactory.contract.shapes import ReportExample, ShardsJson
+from synthfactory.contract.shapes import ReportExample, ReportRejectedExample, ShardsJson
+from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
+from synthfactory.quality.reasons import REASONS
+from synthfactory.quality.source import source_of
+from synthfactory.stitch.templates import load_used
 from synthfactory.validate import length_stats  # the same statistics as validation/*.json
 
 EXAMPLES = 3
 EXCERPT_CHARS = 600
+RANK = {reason: i for i, reason in enumerate(REASONS)}  # examples in the gate's order
 
 
 @dataclass
@@ -84,6 +90,7 @@ def collect(run_url: str, gpu_hour_usd: float) -> tuple[ReportJson, Lengths]:
         lengths={"prompt_tokens": length_stats(np.asarray(lengths.prompt)),
                  "output_tokens": length_stats(np.asarray(lengths.output))},
         examples=_examples(layout, plan),
+        rejected_examples=_rejected_examples(layout, plan),
     )
     return report, lengths
 
@@ -124,23 +131,74 @@ def _examples(layout: RunLayout, plan: ShardsJson) -> list[ReportExample]:
                 extra -= seen_template
                 picked.append({**row, "shard": entry})
                 if len(picked) == EXAMPLES:
-                    return [_pair(p) for p in picked]
-    return [_pair(p) for p in picked]
+                    return [_pair(p, layout) for p in picked]
+    return [_pair(p, layout) for p in picked]
 
 
-def _pair(row: dict) -> ReportExample:
+def _pair(row: dict, layout: RunLayout) -> ReportExample:
     shard = row.pop("shard")
-    prompt = storage.read_table(shard["url"], columns=["user", "style"]).slice(row["row"], 1)
-    prompt_row = prompt.to_pylist()[0] if prompt.num_rows else {"user": "", "style": None}
-    source = prompt_row["user"].split("Text:\n", 1)[-1]
+    prompt = _prompt_row(shard["url"], row["row"])
     return {
         "template_id": row["template_id"],
-        "style": prompt_row["style"],
+        "style": prompt["style"],
         "document_id": row["id"],
         "shard": shard["name"],
-        "source_excerpt": _excerpt(source),
+        "source_excerpt": _excerpt(_source(prompt["user"], row["template_id"], layout)),
         "rephrasing": _excerpt(row["output_text"]),
     }
+
+
+def _rejected_examples(layout: RunLayout, plan: ShardsJson) -> list[ReportRejectedExample]:
+    """One rejected row per reason, in the order the gate lists reasons: a row rejected
+    for that reason alone where there is one (it shows the reason best), else the first."""
+    alone: dict[str, dict] = {}
+    first: dict[str, dict] = {}
+    for entry in plan.get("shards") or []:
+        url = layout.shard_rejected(entry["name"])
+        if not storage.exists(url):  # not validated yet, or validated before the gate
+            continue
+        rows = storage.read_table(url, columns=["row", "id", "template_id", "reasons"])
+        for index, row in enumerate(rows.to_pylist()):  # output texts: of the picked only
+            row = {**row, "shard": entry, "url": url, "index": index}
+            for reason in row["reasons"]:
+                first.setdefault(reason, row)
+                if len(row["reasons"]) == 1:
+                    alone.setdefault(reason, row)
+    picked = {**first, **alone}  # first's order: a reason outside the vocabulary goes last
+    return [_rejected(reason, picked[reason], layout)
+            for reason in sorted(picked, key=lambda r: RANK.get(r, len(RANK)))]
+
+
+def _rejected(reason: str, row: dict, layout: RunLayout) -> ReportRejectedExample:
+    shard = row["shard"]
+    user = _prompt_row(shard["url"], row["row"])["user"]
+    output = storage.read_table(row["url"], columns=["output_text"]).column(0)[row["index"]]
+    return {
+        "reason": reason,
+        "reasons": list(row["reasons"]),
+        "template_id": row["template_id"],
+        "document_id": row["id"],
+        "shard": shard["name"],
+        "row": row["row"],
+        "source_excerpt": _excerpt(_source(user, row["template_id"], layout)),
+        "output_excerpt": _excerpt(output.as_py() or ""),
+    }
+
+
+def _prompt_row(shard_url: str, row: int) -> dict:
+    prompt = storage.read_table(shard_url, columns=["user", "style"]).slice(row, 1)
+    return prompt.to_pylist()[0] if prompt.num_rows else {"user": "", "style": None}
+
+
+def _source(user: str, template_id: str, layout: RunLayout) -> str:
+    """The seed document inside the rendered prompt, as the quality gate compared it:
+    the run's copy of the template, else the shipped one; a template found in neither
+    (a folder of one's own, stitched before copies were kept): the text after "Text:"."""
+    try:
+        template = load_used(template_id, layout.prompt_templates)
+    except SynthfactoryError:
+        return user.split("Text:\n", 1)[-1]
+    return source_of(user, template)
 
 
 def _excerpt(text: str) -> str:

@@ -69,5 +69,7 @@ def run(args: argparse.Namespace) -> dict:
         "rows_generated": report["rephrase"]["rows_generated"],
         "output_tokens": report["tokens"]["output"],
         "usd_per_1b_output_tokens": report["cost"]["usd_per_1b_output_tokens"],
+        "usable": report["quality"]["usable"] if report["quality"] else None,
+        "usd_per_1b_usable_tokens": report["cost"]["usd_per_1b_usable_tokens"],
         "figures": sorted(report["figures"]),
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 
 from synthfactory import storage
-from synthfactory.report.collect import Lengths
+from synthfactory.report.collect import RANK, Lengths
 
 BLUE, RED, GREY = "#4c72b0", "#c44e52", "#8c8c8c"
 
@@ -73,6 +73,21 @@ def write_figures(report: dict, lengths: Lengths, folder: str) -> dict[str, str]
         ax.tick_params(axis="x", rotation=45)
         _save(plt, fig, storage.join(folder, "tokens_per_s.png"))
         written["tokens_per_s"] = "tokens_per_s.png"
+
+    quality = report.get("quality")
+    if quality and quality["rows"]:
+        reasons = sorted(quality["reasons"].items(),  # the gate's order, top down
+                         key=lambda item: RANK.get(item[0], len(RANK)), reverse=True)
+        fig, ax = plt.subplots(figsize=(8, 0.4 * len(reasons) + 1.2), dpi=100)
+        ax.barh([r for r, _ in reasons], [n for _, n in reasons], color=RED)
+        for y, (_, rows) in enumerate(reasons):
+            ax.text(rows, y, f" {rows}", va="center")
+        ax.xaxis.get_major_locator().set_params(integer=True)  # rows: no 0.25 ticks
+        ax.set_xlabel("rows (a row may have several reasons)")
+        ax.set_title(f"quality gate: {quality['rejected']} of {quality['rows']} rows "
+                     "rejected, by reason")
+        _save(plt, fig, storage.join(folder, "rejection_reasons.png"))
+        written["rejection_reasons"] = "rejection_reasons.png"
 
     for name, values, what in (("prompt_lengths", lengths.prompt, "prompt"),
                                ("output_lengths", lengths.output, "output")):

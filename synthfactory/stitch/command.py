@@ -7,11 +7,12 @@ import logging
 import time
 
 from synthfactory import storage
-from synthfactory.cli_types import budget, positive_int
-from synthfactory.errors import SynthfactoryError
+from synthfactory.cli_types import budget, number_or_unset, positive_int
+from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
 from synthfactory.stitch.job import StitchConfig, stitch
+from synthfactory.stitch.reader import check_first_file
 from synthfactory.stitch.spark_conf import session_conf
 from synthfactory.stitch.spark_errors import (
     check_master,
@@ -29,7 +30,11 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True, help="manifest folder URL (crawl output)")
     parser.add_argument("--out", required=True, help="run URL; writes prompts/ and quarantine/")
-    parser.add_argument("--templates", required=True, help="NAME[,NAME...] of shipped templates")
+    parser.add_argument("--templates", required=True,
+                        help="ID[,ID...] of templates in --templates-url (default: shipped)")
+    parser.add_argument("--templates-url", default=None,
+                        help="folder URL (file:// or s3://) of your own template JSON files; "
+                             "empty or absent: the shipped templates (docs/templates.md)")
     parser.add_argument("--shard-tokens", type=positive_int, required=True,
                         help="token budget per shard (prompt + max new tokens)")
     parser.add_argument("--styles-per-doc", type=positive_int, default=1)
@@ -38,10 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tokens times its template's max_ratio, plus a margin, capped by "
                              "--max-model-len")
     parser.add_argument("--max-model-len", type=positive_int, default=2048)
-    parser.add_argument("--text-column", default="text")
-    parser.add_argument("--id-column", default="id")
-    parser.add_argument("--quality-column", default=None)
-    parser.add_argument("--min-quality", type=float, default=None)
+    parser.add_argument("--text-column", default="text", help="the seed files' text column")
+    parser.add_argument("--id-column", default="id", help="the seed files' document id column")
+    # Empty values mean unset: the DAG renders an optional Param as one --flag=VALUE item.
+    parser.add_argument("--quality-column", type=lambda text: text or None, default=None,
+                        help="numeric column scoring each document (with --min-quality)")
+    parser.add_argument("--min-quality", type=number_or_unset, default=None,
+                        help="stitch only documents whose --quality-column is >= this")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=None, help="model folder with tokenizer.json")
     parser.add_argument("--master", default="local[*]", help="Spark master URL")
@@ -78,14 +86,16 @@ def run(args: argparse.Namespace) -> dict:
             "one prompt would not fit in a shard"
         )
     if args.min_quality is not None and not args.quality_column:
-        raise SynthfactoryError("--min-quality needs --quality-column")
-    templates = load_templates([n.strip() for n in args.templates.split(",") if n.strip()])
+        raise PermanentError("--min-quality needs --quality-column")
+    templates = load_templates([n.strip() for n in args.templates.split(",") if n.strip()],
+                               args.templates_url or None)  # the DAG sends "" for shipped
     if not 1 <= args.styles_per_doc <= len(templates):
         raise SynthfactoryError(
             f"--styles-per-doc {args.styles_per_doc}: must be between 1 and the "
             f"{len(templates)} template(s) given"
         )
     files = manifest_files(args.manifest)
+    check_first_file(files[0], [args.id_column, args.text_column, args.quality_column])
     cfg = StitchConfig(
         files=files, run=RunLayout(storage.normalize(args.out)), templates=templates,
         model_dir=str(args.model or default_model_dir()), shard_tokens=args.shard_tokens,

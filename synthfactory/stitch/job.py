@@ -16,13 +16,13 @@ from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
 from synthfactory.stitch import budget, reader, sharding, tokens
-from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate
+from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate, write_copies
 
 log = logging.getLogger(__name__)
 
 READER_DDL = "id string, text string, quality double, source string, source_row long, reason string"
-SHARD_COLUMNS = ["id", "template_id", "template_version", "style", "system", "user",
-                 "prompt_tokens", "max_new_tokens"]
+SHARD_COLUMNS = ["id", "template_id", "template_version", "template_hash", "style", "system",
+                 "user", "prompt_tokens", "max_new_tokens"]
 ORDER = ["source", "source_row", "template_id"]
 
 
@@ -92,13 +92,13 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     good = rows.filter(F.col("reason").isNull()).withColumn("doc_tokens", doc_tokens("text"))
     templates = spark.createDataFrame(
         [
-            (t.id, t.version, t.style, t.system, t.user,
+            (t.id, t.version, t.hash, t.style, t.system, t.user,
              tokens.template_overhead(tok_json, t.system, t.render_user("")),
              budget.budget_ratio(t))
             for t in cfg.templates
         ],
-        "template_id string, template_version int, style string, system string, "
-        "user_template string, overhead long, budget_ratio double",
+        "template_id string, template_version int, template_hash string, style string, "
+        "system string, user_template string, overhead long, budget_ratio double",
     )
     # K styles per document, chosen by a hash of (id, seed, template): stable on rerun.
     pick = Window.partitionBy("id").orderBy(
@@ -141,6 +141,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     dense = {raw: i for i, raw in enumerate(shard_ids)}  # oversized rows can skip an id
 
     storage.delete(cfg.run.prompts)  # a rerun rewrites the same names with the same rows
+    write_copies(cfg.templates, cfg.run.prompt_templates)  # validate's gate reads them
     def write_shard(table: pa.Table) -> pa.Table:  # PySpark 4.3 needs hints, not a partial
         return _write_shard(table, cfg.run, dense)
 
@@ -177,7 +178,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         )
     plan: ShardsJson = {
         "shards": shards,
-        "templates": [{"id": t.id, "version": t.version, "style": t.style} for t in cfg.templates],
+        "templates": [{"id": t.id, "version": t.version, "style": t.style, "hash": t.hash}
+                      for t in cfg.templates],
         "rows_in": rows_in,
         "prompt_rows": prompt_rows,
         "quarantined": quarantined,

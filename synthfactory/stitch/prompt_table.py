@@ -9,8 +9,8 @@ from synthfactory.stitch.templates import PromptTemplate
 
 PROMPT_SCHEMA = pa.schema([
     ("id", pa.string()), ("template_id", pa.string()), ("template_version", pa.int32()),
-    ("style", pa.string()), ("system", pa.string()), ("user", pa.string()),
-    ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()),
+    ("template_hash", pa.string()), ("style", pa.string()), ("system", pa.string()),
+    ("user", pa.string()), ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()),
 ])
 
 
@@ -22,6 +22,7 @@ def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
         "id": ids,
         "template_id": [template.id] * n,
         "template_version": [template.version] * n,
+        "template_hash": [template.hash] * n,
         "style": [template.style] * n,
         "system": [template.system] * n,
         "user": [template.render_user(d) for d in documents],

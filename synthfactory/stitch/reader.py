@@ -13,9 +13,10 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import PermanentError, SynthfactoryError
 
 # What the reader emits per input row; `reason` is null for a usable row.
 ROW_SCHEMA = pa.schema(
@@ -68,15 +69,30 @@ def _text_column(column: pa.ChunkedArray, url: str) -> tuple[pa.Array, list[str 
     return text, reasons
 
 
+def check_columns(url: str, names: list[str], columns: list[str | None]) -> None:
+    """A column of the options that the file lacks: a schema error, the same on retry."""
+    for column in columns:
+        if column and column not in names:
+            raise PermanentError(f"{url}: missing column {column!r} (columns: {names})")
+
+
+def check_first_file(url: str, columns: list[str | None]) -> None:
+    """The first seed file's footer, before Spark starts: a misspelt --text-column or a
+    corpus with columns of its own fails in a second, not after Spark's start. A file
+    that cannot be read is left to the workers, which name what is wrong with it."""
+    try:
+        fs, path = storage.filesystem(url)
+        names = pq.read_schema(path, filesystem=fs).names
+    except (OSError, pa.ArrowInvalid):
+        return
+    check_columns(url, names, columns)
+
+
 def read_documents(
     url: str, id_column: str, text_column: str, quality_column: str | None
 ) -> pa.RecordBatch:
     table = storage.read_table(url)
-    for column in (id_column, text_column, quality_column):
-        if column and column not in table.column_names:
-            raise SynthfactoryError(
-                f"{url}: missing column {column!r} (columns: {table.column_names})"
-            )
+    check_columns(url, table.column_names, [id_column, text_column, quality_column])
     n = table.num_rows
     text, reasons = _text_column(table.column(text_column), url)
     ids = table.column(id_column).cast(pa.string())

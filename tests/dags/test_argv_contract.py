@@ -31,6 +31,10 @@ PARAMS = {  # per DAG: (what a trigger must give, a non-default set a user could
     "synthetic_rephrase": ({}, {
         "source": "s3://seeds/corpus", "partition_template": "{yyyy}/{mm}/{dd}",
         "output_root": "s3://synth/out", "templates": ["qa", "faq", "tutorial"],
+        "text_column": "content", "id_column": "doc_id", "quality_column": "score",
+        "min_quality": 0.35,
+        # a folder of one's own that check_params can list here: the shipped one
+        "templates_url": f"file://{ROOT}/synthfactory/templates",
         "styles_per_doc": 2, "shard_tokens": 16384,
         "spark_master": "k8s://https://kubernetes.default.svc", "spark_partitions": 64,
         "spark_executors": 8, "spark_executor_cores": 4, "spark_executor_memory": "8g",
@@ -39,7 +43,8 @@ PARAMS = {  # per DAG: (what a trigger must give, a non-default set a user could
         "model": "s3://models/Qwen2.5-7B-Instruct",
         "engine_args": {"max_num_seqs": 64, "enable_prefix_caching": True},
         "catalog_uri": "", "catalog_conn_id": "pg_catalog",
-        "warehouse": "s3://synth/warehouse", "table": "synth.wrap_v2", "smoke_steps": 50}),
+        "warehouse": "s3://synth/warehouse", "table": "synth.wrap_v2", "smoke_steps": 50,
+        "include_rejected": True}),
     "engine_sweep": ({"shard": SHARD}, {
         "shard": SHARD, "model": "/models/m", "grid": [{"max_num_seqs": 8}, {"dtype": "half"}],
         "sample_rows": 16, "max_new_tokens": 64, "gpu_hour_cost": 3.2, "safety_margin": 0.25,
@@ -209,3 +214,13 @@ def test_a_misspelled_flag_fails_naming_the_task_and_the_flag(engine, dags, mode
                                  misspell)
     print("\n".join(lines))
     assert any(line.startswith(failing) for line in lines), lines
+
+
+def test_templates_url_reaches_stitch_and_null_means_the_shipped_ones(dags):
+    dag = dags["local"]["synthetic_rephrase"]
+    stitch = dag.get_task("stitch_prompts")
+    for conf, flag in (({}, "--templates-url="),  # the engine reads "" as shipped
+                       ({"templates_url": "s3://lab/templates"},
+                        "--templates-url=s3://lab/templates")):
+        argv = rendered(stitch, context(dag, run_params(dag, conf)))
+        assert [a for a in argv if a.startswith("--templates-url")] == [flag]

@@ -40,7 +40,88 @@ def test_templates_is_a_multi_select_of_the_shipped_styles(dag):
     schema = _schemas(dag)["templates"]
     assert schema["type"] == "array"
     assert sorted(schema["examples"]) == SHIPPED_STYLES and len(SHIPPED_STYLES) == 6
-    assert sorted(schema["items"]["enum"]) == SHIPPED_STYLES
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    (["terse-v2"], True), (["qa", "my_style.3"], True),  # ids of a folder of one's own
+    (["a,b"], False), (["../x"], False), ([""], False),  # would split or leave the folder
+])
+def test_the_form_takes_any_template_id_that_is_a_file_name(dag, value, ok):
+    import copy
+
+    params = copy.deepcopy(dag.params)
+    if ok:
+        params["templates"] = value
+        params.validate()
+    else:
+        with pytest.raises(Exception, match="templates|does not match"):
+            params["templates"] = value
+            params.validate()
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    (None, True), ("file:///team/templates", True), ("s3://lab/templates/v3", True),
+    ("team/templates", False), ("gs://lab/templates", False),
+])
+def test_templates_url_is_empty_or_a_file_or_s3_url(dag, value, ok):
+    import copy
+
+    params = copy.deepcopy(dag.params)
+    assert params["templates_url"] is None  # default: the shipped templates
+    if ok:
+        params["templates_url"] = value
+        params.validate()
+    else:
+        with pytest.raises(Exception, match="templates_url|does not match"):
+            params["templates_url"] = value
+            params.validate()
+
+
+def _template_folder(tmp_path, *ids: str) -> str:
+    for template_id in ids:
+        (tmp_path / f"{template_id}.json").write_text("{}")  # the engine checks contents
+    return f"file://{tmp_path}"
+
+
+def test_without_templates_url_only_shipped_ids_pass(dag):
+    params = {**_defaults(dag), "templates": ["qa", "terse", "wordy"]}
+    assert problems(params, {}, dag.params.keys()) == [
+        "templates=['terse', 'wordy']: not shipped templates (shipped: "
+        f"{sorted(SHIPPED_STYLES)}); set templates_url to the folder that holds them"]
+
+
+def test_with_templates_url_the_folders_ids_pass_and_others_are_named(dag, tmp_path):
+    url = _template_folder(tmp_path, "terse", "wordy")
+    (tmp_path / "notes.txt").write_text("not a template")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "qa.json").write_text("{}")  # a subfolder's: not the folder's
+    ok = {**_defaults(dag), "templates": ["terse", "wordy"], "templates_url": url}
+    assert problems(ok, {}, dag.params.keys()) == []
+    bad = {**ok, "templates": ["terse", "qa", "notes"]}
+    assert problems(bad, {}, dag.params.keys()) == [
+        f"templates=['notes', 'qa']: not in templates_url={url} (there: ['terse', 'wordy'])"]
+
+
+def test_a_templates_url_that_cannot_be_listed_is_named(dag, tmp_path):
+    url = f"file://{tmp_path}/missing"
+    params = {**_defaults(dag), "templates_url": url}
+    (problem,) = problems(params, {}, dag.params.keys())
+    assert problem.startswith(f"templates_url={url}: cannot list the folder (")
+    assert "No such file or directory" in problem
+
+
+def test_a_templates_url_on_s3_is_listed_through_the_s3_hook(dag, monkeypatch):
+    from tests.support.moto import moto_s3
+
+    with moto_s3(monkeypatch) as s3:
+        s3.create_bucket("prompts-lab")
+        s3.seed("prompts-lab", ["team/v3/terse.json", "team/v3/wordy.json",
+                                "team/v3/old/qa.json", "team/v30/qa.json"])
+        params = {**_defaults(dag), "templates": ["terse", "qa"],
+                  "templates_url": "s3://prompts-lab/team/v3"}
+        assert problems(params, {}, dag.params.keys()) == [
+            "templates=['qa']: not in templates_url=s3://prompts-lab/team/v3 "
+            "(there: ['terse', 'wordy'])"]
 
 
 @pytest.mark.parametrize("name", ["source", "output_root", "warehouse"])

@@ -30,6 +30,8 @@ CATALOG_CONN_ID = "synthfactory_catalog"
 AWS_CONN_ID = "synthfactory_aws"
 BUCKET = "lake"
 REGION = "us-east-1"
+# OpenLineage: both runs' events, through the provider's file transport (docs/lineage.md)
+LINEAGE_NAMESPACE = "synthfactory-test"
 # seconds per `airflow dags test`; a shared, loaded machine may need more
 DAG_TEST_TIMEOUT = int(os.environ.get("SYNTHFACTORY_DAG_TEST_TIMEOUT", "900"))
 
@@ -49,6 +51,11 @@ class DagRun:
     @property
     def run_folder(self) -> Path:
         return self.tmp / "data" / "synthetic_rephrase" / "2026-11-29"  # the interval's day
+
+    @property
+    def lineage_events(self) -> Path:
+        """One OpenLineage event a line, of both runs (test_lineage_events.py)."""
+        return self.tmp / "lineage" / "events.jsonl"
 
 
 def _missing(service: str) -> None:
@@ -137,7 +144,12 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
            "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(ROOT),
            f"AIRFLOW_CONN_{CATALOG_CONN_ID.upper()}": json.dumps(catalog_conn),
            f"AIRFLOW_CONN_{AWS_CONN_ID.upper()}": json.dumps(aws_conn),
-           "SYNTHFACTORY_AWS_CONN_ID": AWS_CONN_ID}
+           "SYNTHFACTORY_AWS_CONN_ID": AWS_CONN_ID,
+           "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+               {"type": "file", "log_file_path": str(tmp / "lineage" / "events.jsonl"),
+                "append": True}),
+           "AIRFLOW__OPENLINEAGE__NAMESPACE": LINEAGE_NAMESPACE}
+    (tmp / "lineage").mkdir()
     subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/corpus", "--days", "2",
                     "--docs-per-day", "10", "--end-date", "2026-11-29"],
                    check=True, capture_output=True, env=env)
@@ -145,7 +157,7 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
     conf = {"source": f"file://{tmp}/corpus", "output_root": f"file://{tmp}/data",
             "catalog_conn_id": CATALOG_CONN_ID, "warehouse": f"s3://{BUCKET}/warehouse",
             "templates": ["summary", "qa"], "styles_per_doc": 1, "shard_tokens": 2048,
-            "max_new_tokens": 24, "checkpoint_rows": 4, "max_shard_groups": 2,
+            "max_new_tokens": "auto", "checkpoint_rows": 4, "max_shard_groups": 2,
             "smoke_steps": 3}
 
     def run_dag() -> subprocess.CompletedProcess:

@@ -2,8 +2,9 @@
 
 Follows docs/contracts.md: prompt shards and shards.json, generated parts with the
 contract's columns, quarantine parts, ``_COMMITTED.json`` written last, validation
-JSON. Every shard quarantines its last ``quarantined`` rows, so counts add up unless a
-test breaks them on purpose.
+JSON and the quality gate's verdicts. Every shard quarantines its last ``quarantined``
+rows and the gate rejects its first ``rejected`` generated rows (``too_short``), so
+counts add up unless a test breaks them on purpose.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow as pa
 from synthfactory import storage
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
+from synthfactory.validate import VERDICT_SCHEMA, quality_counts
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 ENGINE_ARGS = {"max_num_seqs": 32, "dtype": "bfloat16", "max_model_len": 2048}
@@ -59,6 +61,7 @@ def build_run(
     rows_per_part: int = 2,
     extra_columns: dict[str, str] | None = None,
     engine_args_by_shard: dict[int, dict] | None = None,
+    rejected: int = 0,
 ) -> RunFixture:
     layout = RunLayout.for_interval(root_url, pipeline, interval)
     fixture = RunFixture(layout.run_url, layout)
@@ -77,7 +80,8 @@ def build_run(
         )
         engine_args = (engine_args_by_shard or {}).get(index, ENGINE_ARGS)
         fixture.generated += _write_shard(
-            layout, index, prompts, quarantined, rows_per_part, extra_columns or {}, engine_args
+            layout, index, prompts, quarantined, rows_per_part, extra_columns or {}, engine_args,
+            rejected,
         )
     _write_seeds_and_manifest(root_url, layout, sorted(docs))
     storage.write_json(
@@ -132,6 +136,7 @@ def _write_shard(
     rows_per_part: int,
     extra_columns: dict[str, str],
     engine_args: dict,
+    rejected: int = 0,
 ) -> list[dict]:
     name = f"shard-{index:05d}"
     shard_url = layout.generated_shard(index)
@@ -188,6 +193,7 @@ def _write_shard(
             },
             "flags": {"empty": 0, "truncated": 1, "repetition": 0, "refusal": 0},
             "rows_flagged": 1,
+            "quality": _write_verdicts(layout, name, generated, rejected),
         },
     )
     part_tables = [storage.read_table(storage.join(shard_url, p["name"])) for p in parts]
@@ -221,3 +227,15 @@ def _write_shard(
         },
     )
     return [{**r, "shard": name} for r in generated]
+
+
+def _write_verdicts(layout: RunLayout, name: str, generated: list[dict], rejected: int):
+    """verdicts/{shard}.parquet as validate writes it; the first ``rejected`` rows fail."""
+    columns = {"row": [r["row"] for r in generated], "id": [r["id"] for r in generated],
+               "template_id": [r["template_id"] for r in generated],
+               "usable": [i >= rejected for i in range(len(generated))],
+               "reasons": [[] if i >= rejected else ["too_short"] for i in range(len(generated))],
+               "clean_text": [r["output_text"].strip() for r in generated],
+               "output_tokens": [r["output_tokens"] for r in generated]}
+    storage.write_table(pa.table(columns, schema=VERDICT_SCHEMA), layout.shard_verdicts(name))
+    return quality_counts(columns)

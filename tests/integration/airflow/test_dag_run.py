@@ -67,7 +67,11 @@ def test_catalog_table_holds_the_run_and_asset_event_carries_it(demo, catalog_sh
     table = catalog_show()
     run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"
     commits = [json.loads(p.read_text()) for p in run.glob("generated/*/_COMMITTED.json")]
-    assert table["rows"] == sum(c["rows_generated"] for c in commits)
+    quality = [json.loads(p.read_text())["quality"] for p in run.glob("validation/*.json")]
+    # the table reads the rows the quality gate let through; every generated row has a verdict
+    assert sum(q["usable"] + q["rejected"] for q in quality) == sum(
+        c["rows_generated"] for c in commits)
+    assert table["rows"] == sum(q["usable"] for q in quality)
 
     db = sqlite3.connect(tmp / "airflow" / "airflow.db")
     extras = [json.loads(row[0]) for row in db.execute("SELECT extra FROM asset_event")]
@@ -84,5 +88,5 @@ def test_rerun_of_the_interval_redoes_nothing_and_keeps_one_copy(demo, catalog_s
     assert second.returncode == 0, _task_states(second.stdout + second.stderr)
     assert "already committed" in second.stdout + second.stderr
     run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"
-    commits = [json.loads(p.read_text()) for p in run.glob("generated/*/_COMMITTED.json")]
-    assert catalog_show()["rows"] == sum(c["rows_generated"] for c in commits)
+    quality = [json.loads(p.read_text())["quality"] for p in run.glob("validation/*.json")]
+    assert catalog_show()["rows"] == sum(q["usable"] for q in quality)

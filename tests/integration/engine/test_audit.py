@@ -39,7 +39,8 @@ def test_a_clean_run_adds_up(run, settings):
     assert (report.generated, report.quarantined, report.registered) == (9, 2, 9)
     assert (report.lost, report.duplicated, report.stale) == (0, 0, 0)
     assert report.result_line() == ("RESULT audit docs_in=6 prompt_rows=11 generated=9 "
-                                    "quarantined=2 registered=9 lost=0 duplicated=0 stale=0")
+                                    "quarantined=2 rejected=0 registered=9 lost=0 duplicated=0 "
+                                    "stale=0")
 
 
 def test_cli_prints_each_discrepancy_and_exits_1(run, settings, tmp_path):
@@ -108,3 +109,52 @@ def test_uncommitted_shard_loses_all_its_rows(run, settings):
     report = audit(run.run_url)
     assert report.lost == 5
     assert any("shard-00001: not committed" in p for p in report.problems)
+
+
+def test_rejected_rows_are_their_own_bucket(tmp_path, settings):
+    """Every prompt row ends in exactly one of registered, rejected and quarantined."""
+    run = build_run(f"file://{tmp_path}/data", shard_rows=(6, 5), quarantined=1, rejected=2)
+    summary = register(run.run_url, TABLE, settings)
+    assert summary["rows"] == 5 and summary["rows_rejected"] == 4
+    report = audit(run.run_url, TABLE, settings)
+    assert report.problems == []
+    assert (report.generated, report.rejected, report.quarantined, report.registered) == (
+        9, 4, 2, 5)
+    assert report.registered + report.rejected + report.quarantined == report.prompt_rows
+    assert "quarantined=2 rejected=4 registered=5 lost=0 duplicated=0 stale=0" in (
+        report.result_line())
+
+
+def test_include_rejected_registers_every_row_with_its_verdict(tmp_path, settings):
+    run = build_run(f"file://{tmp_path}/data", shard_rows=(6, 5), quarantined=1, rejected=2)
+    register(run.run_url, TABLE, settings, include_rejected=True)
+    catalog = config.open_catalog(settings)
+    try:
+        rows = catalog.load_table(TABLE).scan(
+            row_filter=EqualTo("run_url", run.run_url),
+            selected_fields=("shard", "row", "usable", "reasons", "clean_text")).to_arrow()
+    finally:
+        config.close_catalog(catalog)
+    got = sorted((r["shard"], r["row"], r["usable"], tuple(r["reasons"]))
+                 for r in rows.to_pylist())
+    assert got == sorted((s, row, row >= 2, () if row >= 2 else ("too_short",))
+                         for s, n in (("shard-00000", 5), ("shard-00001", 4))
+                         for row in range(n))
+    report = audit(run.run_url, TABLE, settings)
+    assert report.problems == [] and report.registered == 9 and report.rejected == 4
+
+
+def test_a_rejected_row_in_the_table_is_named(tmp_path, settings):
+    run = build_run(f"file://{tmp_path}/data", shard_rows=(6, 5), quarantined=1, rejected=2)
+    register(run.run_url, TABLE, settings, include_rejected=True)
+    # the lineage says usable rows only, as a plain register would have written it
+    register(run.run_url, TABLE, settings)
+    verdicts = run.layout.shard_verdicts("shard-00000")
+    table = storage.read_table(verdicts)
+    usable = table.column("usable").to_pylist()
+    usable[2] = False  # the gate now rejects a row that is in the table
+    storage.write_table(table.set_column(table.schema.get_field_index("usable"), "usable",
+                                         pa.array(usable)), verdicts)
+    report = audit(run.run_url, TABLE, settings)
+    assert any("1 of them rejected by the quality gate" in p for p in report.problems)
+    assert report.duplicated == 1

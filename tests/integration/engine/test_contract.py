@@ -147,3 +147,5 @@ def test_the_json_only_figures_are_the_reports(written):
         assert so_far[key] == report[key], key
     assert so_far["rephrase"] == {**report["rephrase"], "quarantined_by_reason": {}}
     assert so_far["tokens"] == {**report["tokens"], "prompt": None}
+    assert report["quality"]["examples"]  # the echo engine's outputs are rejected too
+    assert so_far["quality"] == {**report["quality"], "examples": []}

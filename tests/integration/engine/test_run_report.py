@@ -98,8 +98,8 @@ def test_finished_run_report_adds_up(finished_run, capsys):
         assert example["rephrasing"] == texts[(example["document_id"], example["template_id"])]
         assert example["document_id"] in example["source_excerpt"]
 
-    assert set(report["figures"]) == {"rows_generated", "tokens_per_s", "prompt_lengths",
-                                      "output_lengths"}
+    assert set(report["figures"]) == {"rows_generated", "tokens_per_s", "rejection_reasons",
+                                      "prompt_lengths", "output_lengths"}
     for name in report["figures"].values():
         assert storage.read_bytes(storage.join(run.run_url, "report", name)).startswith(PNG)
     summary = capsys.readouterr().out.strip().splitlines()[-1]

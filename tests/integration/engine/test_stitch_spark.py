@@ -15,7 +15,7 @@ from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.stitch.job import StitchConfig, stitch
-from synthfactory.stitch.templates import load_templates
+from synthfactory.stitch.templates import load_template, load_templates
 
 pytestmark = pytest.mark.skipif(not is_ready(default_model_dir()),
                                 reason="run `synthfactory model prepare` (make setup) first")
@@ -113,6 +113,25 @@ def test_prompts_carry_the_document_and_template(first_run):
     assert row["user"].startswith(template.user.split("{document}")[0])
     assert "Document " in row["user"] and "{document}" not in row["user"]
     assert row["prompt_tokens"] > 40 and row["max_new_tokens"] == 128
+    assert row["template_hash"] == template.hash
+
+
+def test_own_templates_are_stamped_on_each_row_and_copied_into_the_run(spark, corpus, tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "terse.json").write_text(json.dumps({
+        "id": "terse", "version": 2, "style": "terse", "system": "Be terse.",
+        "user": "In one line:\n{document}", "quality": {"max_ratio": 0.5}}))
+    (terse,) = load_templates(["terse"], f"file://{own}")
+    out = f"file://{tmp_path}/run"
+    plan = stitch(_config(corpus, out, templates=[terse], styles_per_doc=1), spark)
+    rows = _prompts(out).to_pylist()
+    assert {(r["template_id"], r["template_hash"]) for r in rows} == {("terse", terse.hash)}
+    assert rows[0]["user"].startswith("In one line:\nDocument ")
+    assert plan["templates"] == [
+        {"id": "terse", "version": 2, "style": "terse", "hash": terse.hash}]
+    (own / "terse.json").unlink()  # the run keeps its own copy for validate's gate
+    assert load_template("terse", RunLayout(out).prompt_templates) == terse
 
 
 def test_shards_are_cut_to_the_token_budget(first_run):
@@ -166,7 +185,7 @@ def test_cli_reports_unreadable_file_and_bad_template(tmp_path):
     cli = [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest",
            f"file://{manifest}", "--out", f"file://{tmp_path}/run", "--shard-tokens", "4096"]
     bad_template = subprocess.run([*cli, "--templates", "sonnet"], capture_output=True, text=True)
-    assert bad_template.returncode == 1
+    assert bad_template.returncode == 3  # a retry finds the same folder
     assert "template 'sonnet': not found" in bad_template.stderr
     unreadable = subprocess.run([*cli, "--templates", "qa"], capture_output=True, text=True)
     assert unreadable.returncode == 1

@@ -125,6 +125,72 @@ def test_run_list_links_each_run_to_its_report(engine_run, in_progress_run):
             "run-report").get("data-run-url") == row.get("data-run-url")
 
 
+def test_finished_run_report_page_shows_the_quality_section(engine_run):
+    report = json.loads((engine_run / "report" / "report.json").read_text())
+    quality = report["quality"]
+    client = client_for(f"file://{engine_run.parents[1]}")
+    doc = page(client.get(f"/report?run={quote(f'file://{engine_run}', safe='')}"))
+
+    assert quality["rejected"] > 0 and quality["examples"]  # the fixture's gate rejects rows
+    for key in ("usable", "rejected", "yield", "usable_output_tokens", "usable_tokens_per_s",
+                "usable_tokens_per_device_s"):
+        assert figure(doc, key) == str(quality[key]), key
+    assert figure(doc, "usd_per_1b_usable_tokens") == str(report["cost"][
+        "usd_per_1b_usable_tokens"])
+    assert figure(doc, "truncated_share") == str(report["rephrase"]["truncated_share"])
+    shown = {tr.get("data-template"): (int(tr.get("data-generated")), int(tr.get("data-usable")),
+                                       float(tr.get("data-yield")))
+             for tr in doc.xpath('//table[@id="yield"]//tr[@data-template]')}
+    assert shown == {t: (y["generated"], y["usable"], y["yield"])
+                     for t, y in quality["by_template"].items()}
+    reasons = {li.get("data-rejection-reason"): int(li.get("data-value"))
+               for li in doc.xpath("//li[@data-rejection-reason]")}
+    assert reasons == quality["reasons"]
+    examples = doc.xpath("//article[@data-rejected-example]")
+    assert [e.get("data-rejected-example") for e in examples] == [
+        e["reason"] for e in quality["examples"]]
+    for article, example in zip(examples, quality["examples"], strict=True):
+        assert article.xpath(".//*[@data-source]")[0].text == example["source_excerpt"]
+        assert article.xpath(".//*[@data-output]")[0].text == example["output_excerpt"]
+    (image,) = doc.xpath('//img[@data-figure-png="rejection_reasons"]')
+    assert client.get(image.get("src")[len("/synthfactory"):]).content == (
+        engine_run / "report" / "rejection_reasons.png").read_bytes()
+
+
+def test_in_progress_run_shows_the_quality_counts_so_far(in_progress_run):
+    client = client_for(f"file://{in_progress_run.parents[1]}")
+    doc = page(client.get(f"/report?run={quote(f'file://{in_progress_run}', safe='')}"))
+    shard0 = json.loads((in_progress_run / "validation" / "shard-00000.json").read_text())
+    assert figure(doc, "usable") == str(shard0["quality"]["usable"])  # the validated shard's
+    assert figure(doc, "rejected") == str(shard0["quality"]["rejected"]) != "0"
+    assert doc.xpath("//*[@data-quality-partial]")  # 1 of 2 shards
+    assert doc.xpath("//article[@data-rejected-example]") == []  # they need the parquet
+    assert doc.xpath('//*[@data-rejected-examples="later"]')
+
+
+def test_a_report_json_of_an_older_engine_still_shows(engine_run, tmp_path):
+    """report.json written before the quality gate: no quality keys at all."""
+    run = tmp_path / "out" / "synthetic_rephrase" / "2026-01-02"
+    shutil.copytree(engine_run, run)
+    path = run / "report" / "report.json"
+    report = json.loads(path.read_text())
+    for section, key in [("stitch", "documents_below_min_quality"),
+                         ("stitch", "documents_without_quality"), ("stitch", "documents_stitched"),
+                         ("rephrase", "rows_truncated"), ("rephrase", "truncated_share"),
+                         ("cost", "usd_per_1b_usable_tokens")]:
+        del report[section][key]
+    del report["quality"]
+    for shard in report["shards"]:
+        del shard["usable"]
+    path.write_text(json.dumps(report))
+    doc = page(TestClient(create_app(roots=lambda: [f"file://{tmp_path}/out"], authorize=False),
+                          root_path="/synthfactory").get(
+        f"/report?run={quote(f'file://{run}', safe='')}"))
+    check_figures(doc, report)
+    assert doc.xpath('//*[@data-quality="none"]')
+    assert figure(doc, "truncated_share") == ""
+
+
 def test_in_progress_run_shows_what_exists_so_far(in_progress_run):
     client = client_for(f"file://{in_progress_run.parents[1]}")
     run_url = f"file://{in_progress_run}"

@@ -40,7 +40,7 @@ def _run(*shards: CommittedShard) -> CommittedRun:
         "shards": [],
         "prompt_rows": 10 * len(shards),
         "manifest": f"{RUN}/manifest",
-        "templates": [{"id": "qa", "version": "3", "style": "qa"}],
+        "templates": [{"id": "qa", "version": "3", "style": "qa", "hash": "sha256:ab12"}],
     }
     return CommittedRun(RUN, shards_json, shards)
 
@@ -80,9 +80,15 @@ def test_snapshot_properties_are_prefixed_strings():
     assert all(k.startswith("synthfactory.") and isinstance(v, str) for k, v in props.items())
     assert props["synthfactory.airflow-run-id"] == "r1"
     assert json.loads(props["synthfactory.templates"]) == [
-        {"id": "qa", "version": "3", "style": "qa"}
+        {"id": "qa", "version": "3", "style": "qa", "hash": "sha256:ab12"}
     ]
     assert props["synthfactory.rows-in"] == "10"
+
+
+def test_a_run_stitched_before_template_hashes_records_them_as_null():
+    run = _run(_shard(0, {}))
+    run.shards_json["templates"] = [{"id": "qa", "version": 1, "style": "qa"}]
+    assert lineage_of(run).templates == [{"id": "qa", "version": 1, "style": "qa", "hash": None}]
 
 
 def test_runs_row_has_the_runs_schema():

@@ -15,17 +15,11 @@ from synthfactory.quality.bounds import Bounds, bounds_from
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.gate import Row, assess, counts
 from synthfactory.quality.reasons import REASONS
+from tests.support.quality_texts import REWRITE, SOURCE, SUMMARY
 
-SOURCE = ("The cmd module provides a simple framework for writing line-oriented command "
-          "interpreters. These are often useful for test harnesses, administrative tools, "
-          "and prototypes that will later be wrapped in a more sophisticated interface.")
-REWRITE = ("This framework helps developers build interpreters that read one command per "
-           "line. Such programs serve well as testing harnesses, admin utilities and early "
-           "prototypes before a richer interface arrives.")
 QA = ("Question: What does the cmd module offer? Answer: A small framework for building "
       "interpreters that take one command per line. Question: Where is it useful? Answer: "
       "In test harnesses, admin tools and prototypes that later get a richer front end.")
-SUMMARY = "The cmd module is a framework for line-based command interpreters."
 LONG_SOURCE = " ".join([SOURCE] * 6)
 
 # (source, output, finish_reason, template) -> the one reason expected

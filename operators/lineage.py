@@ -1,0 +1,278 @@
+"""OpenLineage for the steps: what each ``synthfactory`` subcommand reads and writes.
+
+The Airflow OpenLineage provider's listener asks an operator for
+``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure``
+(``StepLineageMixin``, mixed into the local step operator and the pod operator). The
+answer comes from the task's rendered argv alone, the same in every runner:
+
+- the datasets: the seed corpus (crawl's ``--source``), the run folder's ``manifest``,
+  ``prompts``, ``generated``, ``verdicts``, ``rejected`` and ``report`` folders, and the
+  Iceberg table (``iceberg://{catalog}``, ``namespace.table``);
+- on complete, for rephrase, validate and register, the run facet ``synthfactory``: the
+  model, the templates (id, version, content hash) and rows by verdict, from the step's
+  summary (its XCom) where it has them, else from the run folder's JSON files.
+
+Nothing here is imported from the provider or the openlineage client at module level
+(the DAG file imports the operators): without the provider, or with OpenLineage off,
+the methods are simply never called. A secret never gets here: argv holds none (a
+connection's catalog URI travels as environment) and the facet copies named counts and
+names only, never the summary's catalog fields. docs/lineage.md lists it all.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from synthfactory.contract import RunFolder, paths
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CATALOG = "synthfactory"  # the engine's default pyiceberg catalog name
+FACET_NAME = "synthfactory"  # the run facet's key in an event's run.facets
+FACET_STEPS = ("rephrase", "validate", "register")  # the steps whose rows have verdicts
+
+# step -> (run-folder inputs, run-folder outputs); crawl's come from its flags
+FOLDERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "stitch": ((paths.MANIFEST,), (paths.PROMPTS,)),
+    "plan": ((paths.PROMPTS,), ()),
+    "rephrase": ((paths.PROMPTS,), (paths.GENERATED,)),
+    "validate": ((paths.PROMPTS, paths.GENERATED), (paths.VERDICTS, paths.REJECTED)),
+    "register": ((paths.GENERATED, paths.VERDICTS), ()),
+    "audit": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS), ()),
+    "smoke": ((paths.GENERATED,), ()),
+    "report": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS),
+               (paths.REPORT,)),
+}
+TABLE_IN, TABLE_OUT = ("audit",), ("register",)
+# where each step's argv names its run folder (rephrase and validate: else their shards')
+RUN_FLAG = {"plan": "--run", "rephrase": "--out", "validate": "--run", "register": "--run",
+            "audit": "--run", "smoke": "--from-run", "report": "--run", "stitch": "--out"}
+
+
+@dataclass(frozen=True)
+class DatasetName:
+    """An OpenLineage dataset's identity: ``s3://bucket`` + key prefix, ``file`` + path."""
+
+    namespace: str
+    name: str
+
+
+def dataset_of(url: str) -> DatasetName:
+    """``s3://bucket/a/b`` -> (``s3://bucket``, ``a/b``); ``file:///a/b`` -> (``file``,
+    ``/a/b``). No user, password, query or fragment of the URL is kept."""
+    parsed = urlparse(url.strip())
+    host = parsed.netloc.rpartition("@")[2]
+    if parsed.scheme in ("", "file"):
+        return DatasetName("file", parsed.path.rstrip("/") or "/")
+    return DatasetName(f"{parsed.scheme}://{host}", parsed.path.strip("/") or "/")
+
+
+def table_dataset(table: str, catalog: str | None = None) -> DatasetName:
+    return DatasetName(f"iceberg://{catalog or DEFAULT_CATALOG}", table)
+
+
+def flags_of(argv: Sequence[str]) -> dict[str, list[str]]:
+    """``--flag value`` and ``--flag=value`` of a step's argv (repeated flags keep every
+    value), up to a bare ``--`` (plan's options for the rephrase steps are not plan's)."""
+    flags: dict[str, list[str]] = {}
+    items = [str(a) for a in argv]
+    for i, item in enumerate(items):
+        if item == "--":
+            break
+        if item.startswith("--") and "=" in item:
+            flag, _, value = item.partition("=")
+            flags.setdefault(flag, []).append(value)
+        elif item.startswith("--") and i + 1 < len(items) and not items[i + 1].startswith("--"):
+            flags.setdefault(item, []).append(items[i + 1])
+    return flags
+
+
+def _first(flags: dict[str, list[str]], flag: str) -> str | None:
+    values = flags.get(flag) or []
+    return values[0] if values and values[0] else None
+
+
+def run_url_of(step: str, flags: dict[str, list[str]]) -> str | None:
+    """The run folder a step's argv names (crawl: the parent of its manifest)."""
+    if step == "crawl":
+        out = _first(flags, "--out")
+        return out.rstrip("/").rsplit("/", 1)[0] if out else None
+    url = _first(flags, RUN_FLAG.get(step, "--run"))
+    if url is None and flags.get("--shard"):  # {run}/prompts/shard-00000.parquet
+        url = flags["--shard"][0].rstrip("/").rsplit("/", 2)[0]
+    return url.rstrip("/") if url else None
+
+
+def step_datasets(argv: Sequence[str]) -> tuple[list[DatasetName], list[DatasetName]]:
+    """(inputs, outputs) of one step's argv; ([], []) for one it does not know."""
+    if not argv:
+        return [], []
+    step, flags = str(argv[0]), flags_of(argv[1:])
+    inputs: list[DatasetName] = []
+    outputs: list[DatasetName] = []
+    if step == "crawl":
+        inputs += [dataset_of(u) for u in flags.get("--source", []) if u]
+        outputs += [dataset_of(u) for u in flags.get("--out", []) if u]
+        return inputs, outputs
+    if step == "stitch":  # your own templates are read too (--templates-url)
+        inputs += [dataset_of(u) for u in flags.get("--templates-url", []) if u]
+    if step in ("sweep", "quality"):  # no run folder: what their flags name
+        inputs += [dataset_of(u) for u in flags.get("--shard", []) + flags.get("--in", []) if u]
+        outputs += [dataset_of(u) for u in flags.get("--out", []) if u]
+        return inputs, outputs
+    run = run_url_of(step, flags)
+    if run is None or step not in FOLDERS:
+        return inputs, outputs
+    ins, outs = FOLDERS[step]
+    inputs += [dataset_of(f"{run}/{folder}") for folder in ins]
+    outputs += [dataset_of(f"{run}/{folder}") for folder in outs]
+    table = _first(flags, "--table")
+    if table and step in TABLE_IN + TABLE_OUT:
+        (inputs if step in TABLE_IN else outputs).append(
+            table_dataset(table, _first(flags, "--catalog")))
+    return inputs, outputs
+
+
+# -- the run facet -----------------------------------------------------------------------
+
+def template_entries(templates: Sequence[dict] | None) -> list[dict[str, Any]]:
+    """shards.json's templates as the facet carries them: id, version and the content
+    hash where stitch recorded one, else ``id@version`` (a shipped template's text is
+    fixed per version)."""
+    out = []
+    for entry in templates or []:
+        if not isinstance(entry, dict) or not entry.get("id"):
+            continue
+        content = entry.get("hash")  # TemplateEntry.hash: sha256 of the template's JSON
+        out.append({"id": str(entry["id"]), "version": entry.get("version"),
+                    "hash": str(content) if content else f"{entry['id']}@{entry.get('version')}",
+                    "hashKind": "content" if content else "id@version"})
+    return out
+
+
+def _shard_names(flags: dict[str, list[str]], run: RunFolder) -> list[str]:
+    """The shards a step concerns: its ``--shard`` flags, else every shard of the plan."""
+    names = []
+    for url in flags.get("--shard", []):
+        match = paths.SHARD_NAME.search(url.rstrip("/").rsplit("/", 1)[-1])
+        if match:
+            names.append(match.group(0))
+    if names:
+        return names
+    return [s["name"] for s in (run.shards_plan() or {}).get("shards") or []]
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def facet_fields(argv: Sequence[str], summary: dict | None,
+                 read_json: Callable[[str], Any]) -> dict[str, Any] | None:
+    """The run facet's fields for a finished step, or None for a step without verdicts.
+
+    The summary (XCom) first: register's has ``rows_usable``/``rows_rejected``/
+    ``rows_quarantined``, ``model`` and ``templates``; validate's ``usable``/``rejected``.
+    The rest from the run folder: ``prompts/shards.json``'s templates, each shard's
+    ``_COMMITTED.json`` (model, quarantined) and validation JSON (usable, rejected)."""
+    step = str(argv[0]) if argv else ""
+    if step not in FACET_STEPS:
+        return None
+    flags = flags_of(argv[1:])
+    run_url = run_url_of(step, flags)
+    summary = summary if isinstance(summary, dict) else {}
+    fields: dict[str, Any] = {"step": step, "runUrl": run_url, "model": None,
+                              "templates": template_entries(summary.get("templates")),
+                              "rows": {}}
+    rows = {"usable": _count(summary.get("rows_usable", summary.get("usable"))),
+            "rejected": _count(summary.get("rows_rejected", summary.get("rejected"))),
+            "quarantined": _count(summary.get("rows_quarantined"))}
+    model = summary.get("model") if isinstance(summary.get("model"), str) else None
+    if run_url and (model is None or not fields["templates"] or None in rows.values()):
+        try:
+            model, rows = _from_run_folder(RunFolder(run_url, read_json), flags, fields,
+                                           model, rows, step)
+        except Exception as exc:  # lineage never fails a task: keep what the summary gave
+            log.warning("OpenLineage: could not read %s (%s)", run_url, exc)
+    fields["model"] = model or _first(flags, "--model")
+    fields["rows"] = {k: v for k, v in rows.items() if v is not None}
+    return fields
+
+
+def _from_run_folder(run: RunFolder, flags: dict[str, list[str]], fields: dict[str, Any],
+                     model: str | None, rows: dict[str, int | None],
+                     step: str) -> tuple[str | None, dict[str, int | None]]:
+    if not fields["templates"]:
+        fields["templates"] = template_entries((run.shards_plan() or {}).get("templates"))
+    names = _shard_names(flags, run)
+    commits = [c for c in (run.commit(n) for n in names) if c]
+    if model is None:
+        model = ", ".join(sorted({str(c["model"]) for c in commits if c.get("model")})) or None
+    rows = dict(rows)
+    if rows["quarantined"] is None and commits:
+        rows["quarantined"] = sum(int(c.get("rows_quarantined") or 0) for c in commits)
+    if step != "rephrase" and (rows["usable"] is None or rows["rejected"] is None):
+        qualities = [(v.get("quality") or {}) for v in (run.validation(n) for n in names) if v]
+        if qualities:
+            for verdict in ("usable", "rejected"):
+                if rows[verdict] is None:
+                    rows[verdict] = sum(int(q.get(verdict) or 0) for q in qualities)
+    return model, rows
+
+
+# -- what the provider calls -------------------------------------------------------------
+
+def _read_json(url: str) -> Any:
+    from synthfactory_airflow.plugins.run_report.run_files import read_json
+
+    return read_json(url)
+
+
+def operator_lineage(argv: Sequence[str], summary: dict | None = None, complete: bool = False,
+                     read_json: Callable[[str], Any] | None = None, catalog: str | None = None):
+    """The provider's ``OperatorLineage`` of one step (imports the provider: only the
+    listener calls this)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import Dataset
+
+    argv = [str(a) for a in argv or []]
+    inputs, outputs = step_datasets(argv)
+    if catalog:  # the catalog the step really used (register's summary names it)
+        outputs = [table_dataset(d.name, catalog) if d.namespace.startswith("iceberg://")
+                   else d for d in outputs]
+    run_facets = {}
+    if complete:
+        fields = facet_fields(argv, summary, read_json or _read_json)
+        if fields is not None:
+            from synthfactory_airflow.operators.lineage_facet import SynthfactoryRunFacet
+
+            run_facets[FACET_NAME] = SynthfactoryRunFacet(**fields)
+    return OperatorLineage(inputs=[Dataset(namespace=d.namespace, name=d.name) for d in inputs],
+                           outputs=[Dataset(namespace=d.namespace, name=d.name) for d in outputs],
+                           run_facets=run_facets)
+
+
+class StepLineageMixin:
+    """OpenLineage for a step operator whose ``arguments`` are a ``synthfactory`` argv
+    (LocalStepOperator, SynthfactoryPodOperator). ``execute`` keeps the step's summary
+    in ``_lineage_summary`` for the COMPLETE event's run facet."""
+
+    _lineage_summary: dict | None = None
+
+    def _keep_for_lineage(self, summary: Any) -> None:
+        self._lineage_summary = summary if isinstance(summary, dict) else None
+
+    def get_openlineage_facets_on_start(self):
+        return operator_lineage(self.arguments)  # type: ignore[attr-defined]
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any = None):
+        summary = self._lineage_summary
+        catalog = summary.get("catalog") if isinstance(summary, dict) else None
+        return operator_lineage(self.arguments, summary, complete=True,  # type: ignore[attr-defined]
+                                catalog=catalog if isinstance(catalog, str) else None)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any = None):
+        return operator_lineage(self.arguments)  # type: ignore[attr-defined]
