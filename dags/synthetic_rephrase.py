@@ -257,7 +257,10 @@ with DAG(
     )
     smoke = Step(
         task_id="smoke_test_training",
-        arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}"],
+        # outputs sized to their sources (max_new_tokens auto) may be longer than the
+        # smoke model's context: cut them, as a training job's loader would
+        arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}",
+                   "--overlong", "truncate"],
         **RUNNER.step_kwargs("gpu", "smoke_test_training"),
     )
     # Last, whatever happened before (failed runs too): report.json + figures in the run
