@@ -50,7 +50,10 @@ def test_dag_run_ends_with_a_report_that_adds_up(dag_run):
     assert report["lengths"]["output_tokens"]["count"] == rephrase["rows_generated"]
     assert report["cost"]["usd_per_1b_output_tokens"] > 0
     assert {e["template_id"] for e in report["examples"]} == {"summary", "qa"}
-    assert set(report["figures"]) == FIGURES
+    quality = report["quality"]  # every generated row got a verdict
+    assert quality["usable"] + quality["rejected"] == rephrase["rows_generated"]
+    assert set(report["figures"]) == FIGURES | (
+        {"rejection_reasons"} if quality["rejected"] else set())
     for name in report["figures"].values():
         assert (run / "report" / name).read_bytes().startswith(b"\x89PNG")
 

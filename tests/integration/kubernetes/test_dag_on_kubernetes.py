@@ -124,6 +124,9 @@ def test_step_summaries_arrive_through_the_sidecar_and_the_asset_event(k8s_run, 
     assert isinstance(plan, list) and len(plan) == 2 and plan[0]["rephrase"][0] == "rephrase"
     register = airflow_home.xcom(DAG_ID, "register_catalog")
     assert register["table"] == "synthetic.rephrased" and register["rows"] > 0
+    assert register["include_rejected"] is True
+    assert register["rows"] == register["rows_generated"] == (
+        register["rows_usable"] + register["rows_rejected"])
     with airflow_home.db() as db:
         extras = [json.loads(e) for (e,) in db.execute("SELECT extra FROM asset_event")]
     assert extras and extras[-1] == register
