@@ -16,16 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from synthfactory.contract.spark_driver import (
-    BLOCK_MANAGER_PORT,
-    DRIVER_PORT,
-    ENV_DRIVER_HOST,
-    ENV_DRIVER_POD,
-    ENV_EXECUTOR_TEMPLATE,
-    ENV_IMAGE,
-    ENV_NAMESPACE,
-    EXECUTOR_CONTAINER,
-)
+from synthfactory.contract import spark_driver as driver
 from synthfactory.errors import PermanentError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -70,32 +61,33 @@ def storage_conf(master: str, env: Mapping[str, str]) -> dict[str, str]:
 def kubernetes_conf(env: Mapping[str, str], scratch: str | None = None) -> dict[str, str]:
     """Client mode in a pod: executors are pods of ``$SYNTHFACTORY_SPARK_IMAGE`` built from
     the executor pod template, reaching the driver through its headless Service."""
-    missing = [k for k in (ENV_IMAGE, ENV_NAMESPACE, ENV_DRIVER_POD, ENV_DRIVER_HOST,
-                           ENV_EXECUTOR_TEMPLATE) if not env.get(k)]
+    missing = [k for k in (driver.ENV_IMAGE, driver.ENV_NAMESPACE, driver.ENV_DRIVER_POD,
+                           driver.ENV_DRIVER_HOST, driver.ENV_EXECUTOR_TEMPLATE)
+               if not env.get(k)]
     if missing:
         raise PermanentError(
             f"--master k8s://...: the driver pod's environment lacks {', '.join(missing)} "
             "(the kubernetes runner sets them: operators/spark_kubernetes.py)")
     try:
-        template = json.loads(env[ENV_EXECUTOR_TEMPLATE])
+        template = json.loads(env[driver.ENV_EXECUTOR_TEMPLATE])
     except json.JSONDecodeError as exc:
-        raise PermanentError(f"{ENV_EXECUTOR_TEMPLATE}: not JSON ({exc})") from exc
+        raise PermanentError(f"{driver.ENV_EXECUTOR_TEMPLATE}: not JSON ({exc})") from exc
     # Spark reads the template from a file; the root filesystem is read-only, so the
     # file goes to the pod's scratch volume (JSON is YAML to Spark's loader).
     folder = Path(tempfile.mkdtemp(prefix="spark-template-", dir=scratch))
     template_file = folder / "executor-pod-template.json"
     template_file.write_text(json.dumps(template))
     conf = {
-        "spark.kubernetes.container.image": env[ENV_IMAGE],
-        "spark.kubernetes.namespace": env[ENV_NAMESPACE],
+        "spark.kubernetes.container.image": env[driver.ENV_IMAGE],
+        "spark.kubernetes.namespace": env[driver.ENV_NAMESPACE],
         # executors are owned by the driver pod: deleting it deletes them
-        "spark.kubernetes.driver.pod.name": env[ENV_DRIVER_POD],
+        "spark.kubernetes.driver.pod.name": env[driver.ENV_DRIVER_POD],
         "spark.kubernetes.executor.podTemplateFile": str(template_file),
-        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
-        "spark.driver.host": env[ENV_DRIVER_HOST],
+        "spark.kubernetes.executor.podTemplateContainerName": driver.EXECUTOR_CONTAINER,
+        "spark.driver.host": env[driver.ENV_DRIVER_HOST],
         "spark.driver.bindAddress": "0.0.0.0",
-        "spark.driver.port": str(DRIVER_PORT),
-        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.driver.port": str(driver.DRIVER_PORT),
+        "spark.driver.blockManager.port": str(driver.BLOCK_MANAGER_PORT),
     }
     if (SERVICE_ACCOUNT_DIR / "token").is_file():  # the driver's own ServiceAccount
         conf["spark.kubernetes.authenticate.caCertFile"] = str(SERVICE_ACCOUNT_DIR / "ca.crt")

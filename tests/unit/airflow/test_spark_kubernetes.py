@@ -144,15 +144,6 @@ def test_service_names_are_dns_labels_unique_per_try():
     assert len(first) <= 63 and first[0].isalpha() and first.replace("-", "").isalnum()
 
 
-def test_names_and_ports_agree_with_the_engine():
-    from synthfactory.stitch import spark_conf
-
-    for name in ("ENV_IMAGE", "ENV_NAMESPACE", "ENV_DRIVER_POD", "ENV_DRIVER_HOST",
-                 "ENV_EXECUTOR_TEMPLATE", "DRIVER_PORT", "BLOCK_MANAGER_PORT",
-                 "EXECUTOR_CONTAINER"):
-        assert getattr(sk, name) == getattr(spark_conf, name), name
-
-
 class Recorder:
     """The two CoreV1Api calls the operator makes, answered like an API server."""
 

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from synthfactory.contract import spark_driver as driver
 from synthfactory.errors import PermanentError
 from synthfactory.stitch import spark_conf as sc
 
 TEMPLATE = {"apiVersion": "v1", "kind": "Pod",
-            "spec": {"containers": [{"name": sc.EXECUTOR_CONTAINER}]}}
+            "spec": {"containers": [{"name": driver.EXECUTOR_CONTAINER}]}}
 POD_ENV = {
-    sc.ENV_IMAGE: "registry.example/worker:1.2",
-    sc.ENV_NAMESPACE: "synth",
-    sc.ENV_DRIVER_POD: "synthfactory-stitch-prompts-x1y2",
-    sc.ENV_DRIVER_HOST: "synthfactory-spark-0123.synth.svc",
-    sc.ENV_EXECUTOR_TEMPLATE: json.dumps(TEMPLATE),
+    driver.ENV_IMAGE: "registry.example/worker:1.2",
+    driver.ENV_NAMESPACE: "synth",
+    driver.ENV_DRIVER_POD: "synthfactory-stitch-prompts-x1y2",
+    driver.ENV_DRIVER_HOST: "synthfactory-spark-0123.synth.svc",
+    driver.ENV_EXECUTOR_TEMPLATE: json.dumps(TEMPLATE),
     "AWS_ENDPOINT_URL": "https://s3.example",
     "AWS_REGION": "eu-west-1",
     "AWS_SECRET_ACCESS_KEY": "do-not-leak-me",
@@ -56,7 +57,7 @@ def test_kubernetes_client_mode_from_the_pod_environment(tmp_path):
     assert conf["spark.driver.host"] == "synthfactory-spark-0123.synth.svc"
     assert (conf["spark.driver.port"], conf["spark.driver.blockManager.port"]) == ("7078", "7079")
     assert conf["spark.executor.instances"] == "100" and "spark.cores.max" not in conf
-    assert conf["spark.kubernetes.executor.podTemplateContainerName"] == sc.EXECUTOR_CONTAINER
+    assert conf["spark.kubernetes.executor.podTemplateContainerName"] == driver.EXECUTOR_CONTAINER
     template = Path(conf["spark.kubernetes.executor.podTemplateFile"])
     assert template.parent.parent == tmp_path  # the scratch volume, not the read-only root
     assert json.loads(template.read_text()) == TEMPLATE
@@ -64,13 +65,13 @@ def test_kubernetes_client_mode_from_the_pod_environment(tmp_path):
 
 
 def test_kubernetes_without_the_pod_environment_names_what_is_missing(tmp_path):
-    env = {k: v for k, v in POD_ENV.items() if k not in (sc.ENV_IMAGE, sc.ENV_DRIVER_HOST)}
-    with pytest.raises(PermanentError,
-                       match=f"lacks {sc.ENV_IMAGE}, {sc.ENV_DRIVER_HOST} .*spark_kubernetes"):
+    env = {k: v for k, v in POD_ENV.items() if k not in (driver.ENV_IMAGE, driver.ENV_DRIVER_HOST)}
+    lacks = f"lacks {driver.ENV_IMAGE}, {driver.ENV_DRIVER_HOST} .*spark_kubernetes"
+    with pytest.raises(PermanentError, match=lacks):
         sc.session_conf("k8s://https://kubernetes.default.svc", env=env, scratch=str(tmp_path))
 
 
 def test_a_template_that_is_not_json_is_refused(tmp_path):
-    env = {**POD_ENV, sc.ENV_EXECUTOR_TEMPLATE: "{not json"}
-    with pytest.raises(PermanentError, match=f"{sc.ENV_EXECUTOR_TEMPLATE}: not JSON"):
+    env = {**POD_ENV, driver.ENV_EXECUTOR_TEMPLATE: "{not json"}
+    with pytest.raises(PermanentError, match=f"{driver.ENV_EXECUTOR_TEMPLATE}: not JSON"):
         sc.session_conf("k8s://https://kubernetes.default.svc", env=env, scratch=str(tmp_path))
