@@ -82,7 +82,7 @@ def register(
     lineage = lineage_of(committed, pipeline, interval, airflow_run_id, include_rejected)
     parts = [(s.name, url) for s in committed.shards for url in s.part_urls]
     schema = run_rows_schema([url for _, url in parts])
-    verdicts = {s.name: storage.read_table(s.verdicts_url) for s in committed.shards}
+    verdicts = {s.name: s.verdicts_url for s in committed.shards}
     registered_at = datetime.now(UTC)
     properties = {
         **lineage.snapshot_properties(),

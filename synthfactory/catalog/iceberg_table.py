@@ -69,17 +69,22 @@ def run_rows_schema(part_urls: list[str]) -> pa.Schema:
 
 def run_rows_reader(
     run_url: str, parts: list[tuple[str, str]], schema: pa.Schema,
-    verdicts: dict[str, pa.Table] | None = None, include_rejected: bool = False,
+    verdicts: dict[str, str] | None = None, include_rejected: bool = False,
 ) -> pa.RecordBatchReader:
     """Stream ``(shard, part_url)`` parts one file at a time, conformed to ``schema``,
-    each row with its shard's verdict (``verdicts``: shard -> verdicts table); rejected
-    rows are left out unless ``include_rejected``."""
+    each row with its shard's verdict (``verdicts``: shard -> verdicts file URL, read
+    once per shard: one shard's verdicts in memory at a time); rejected rows are left
+    out unless ``include_rejected``."""
 
     def batches() -> Iterator[pa.RecordBatch]:
+        current: tuple[str, ShardVerdicts] | None = None
         for shard, url in parts:
             part = storage.read_table(url)
             if verdicts is not None:
-                part = with_verdicts(part, verdicts[shard], include_rejected)
+                if current is None or current[0] != shard:
+                    current = (shard, ShardVerdicts(storage.read_table(
+                        verdicts[shard], columns=["row", *(f.name for f in VERDICT_FIELDS)])))
+                part = current[1].join(part, include_rejected)
             columns = []
             for field in schema:
                 if field.name == SHARD_COLUMN:
@@ -95,20 +100,28 @@ def run_rows_reader(
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def with_verdicts(part: pa.Table, verdicts: pa.Table, include_rejected: bool) -> pa.Table:
-    """``part``'s rows with their verdict columns, matched on the prompt row index
-    (by position: Arrow's join takes no list columns)."""
-    position = {row: i for i, row in enumerate(verdicts.column("row").to_pylist())}
-    missing = [r for r in part.column("row").to_pylist() if r not in position]
-    if missing:
-        raise SynthfactoryError(f"{len(missing)} row(s) of a part have no verdict (e.g. row "
-                                f"{missing[0]}); run `synthfactory validate` for the shard again")
-    take = pa.array([position[r] for r in part.column("row").to_pylist()], pa.int64())
-    for field in VERDICT_FIELDS:
-        if field.name in part.column_names:
-            part = part.drop_columns([field.name])
-        part = part.append_column(field, verdicts.column(field.name).take(take))
-    return part if include_rejected else part.filter(part.column("usable"))
+class ShardVerdicts:
+    """One shard's verdicts, indexed by prompt row once for all of the shard's parts."""
+
+    def __init__(self, verdicts: pa.Table) -> None:
+        self.table = verdicts
+        self.position = {row: i for i, row in enumerate(verdicts.column("row").to_pylist())}
+
+    def join(self, part: pa.Table, include_rejected: bool) -> pa.Table:
+        """``part``'s rows with their verdict columns, matched on the prompt row index
+        (by position: Arrow's join takes no list columns)."""
+        rows = part.column("row").to_pylist()
+        missing = [r for r in rows if r not in self.position]
+        if missing:
+            raise SynthfactoryError(
+                f"{len(missing)} row(s) of a part have no verdict (e.g. row {missing[0]}); "
+                "run `synthfactory validate` for the shard again")
+        take = pa.array([self.position[r] for r in rows], pa.int64())
+        for field in VERDICT_FIELDS:
+            if field.name in part.column_names:
+                part = part.drop_columns([field.name])
+            part = part.append_column(field, self.table.column(field.name).take(take))
+        return part if include_rejected else part.filter(part.column("usable"))
 
 
 def replace_run_rows(
