@@ -3,13 +3,18 @@ few variants, measured by ``synthfactory sweep`` on real rephrase prompts.
 
 Prompts: the Python standard library's docstrings (400-1200 characters) under the
 shipped ``encyclopedic`` template, i.e. what ``make demo`` rephrases. The grid is
-``examples/sweep/cpu-benchmark.json``; the sweep adds the defaults (``{}``) itself, so
-the baseline is measured in the same run, on the same rows, after the same warm-up.
-After the search the sweep measures the defaults and its (backed-off) winner again in
-alternating rounds; the RESULT line's figures are those rounds' medians and ``gain``
-their ratio, which falls below 1 when the winner is not really faster (ADR 0066).
+``examples/sweep/cpu-benchmark.json``; each entry is backed off by the safety margin and
+measured by successive halving in rounds that alternate with the defaults (ADR 0115).
+The RESULT line's figures are medians over those rounds: ``best_*`` is the configuration
+the sweep applies (the defaults' own figures when the defaults stay) and ``gain`` its
+median over the defaults'.
 
-    .venv-worker/bin/python benchmarks/sweep.py [--sample-rows 16] [--max-new-tokens 64]
+With the defaults (16 rows x 64 tokens, 3 rounds, 3 grid entries) the sweep runs 11
+trials, each a fresh process that loads vLLM: about 25 s each on the 2 free cores here,
+so about 5 minutes, and about twice that while another job holds a core.
+
+    .venv-worker/bin/python benchmarks/sweep.py [--sample-rows 16] [--max-new-tokens 64] \
+        [--rounds 3]
 """
 
 from __future__ import annotations
@@ -32,8 +37,7 @@ from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
 from synthfactory.stitch.prompt_table import prompt_table  # noqa: E402
 from synthfactory.stitch.templates import load_template  # noqa: E402
-from synthfactory.sweep.grid import config_label  # noqa: E402
-from synthfactory.sweep.rematch import spread  # noqa: E402
+from synthfactory.sweep.decision import spread  # noqa: E402
 
 GRID = ROOT / "examples/sweep/cpu-benchmark.json"
 
@@ -53,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sample-rows", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grid", default=str(GRID))
     parser.add_argument("--out", default=None, help="sweep folder (default: a temp folder)")
     args = parser.parse_args()
@@ -63,8 +68,8 @@ def main() -> None:
         argv = [sys.executable, "-m", "synthfactory.cli", "sweep", "--shard", shard,
                 "--model", str(default_model_dir()), "--grid", args.grid, "--out", out,
                 "--sample-rows", str(args.sample_rows),
-                "--max-new-tokens", str(args.max_new_tokens),
-                "--no-apply", "--no-measure-backoff"]  # never touch var/models from here
+                "--max-new-tokens", str(args.max_new_tokens), "--rounds", str(args.rounds),
+                "--no-apply"]  # never touch var/models from here
         env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result)}
         proc = subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         print("\n".join(proc.stdout.splitlines()[:-1]))  # the sweep's table
@@ -73,20 +78,15 @@ def main() -> None:
         summary = json.loads(result.read_text())
     for label, kind in summary["failures"].items():
         print(f"failed: {label} ({kind})")
-    rematch = summary["rematch"]
-    if not rematch or rematch.get("gain") is None:
-        sys.exit(f"no rematch against the defaults: {rematch and rematch.get('error')}")
-    print(f"fastest in the search: {summary['best']['label']} "
-          f"({summary['best']['output_tokens_per_s']:.1f} tokens/s, defaults "
-          f"{summary['baseline_tokens_per_s']:.1f}); winner re-measured: "
-          f"{config_label(rematch['winner_config'])}")
-    # default/best: medians of the alternating rematch rounds, gain = their ratio
+    decision = summary["decision"]
+    defaults, applied = decision["defaults"], decision["applied"]
+    # best_*: the applied configuration (the defaults' own when they stay); gain: its
+    # median over the defaults' in the same alternating rounds
     print(f"RESULT sweep configs={summary['configs']} failed={summary['failed']} "
-          f"default_tokens_per_s={rematch['default_median']:.1f} "
-          f"best_tokens_per_s={rematch['winner_median']:.1f} gain={rematch['gain']:.2f} "
-          f"rounds={rematch['rounds']} "
-          f"default_spread={spread(rematch['default_tokens_per_s'])} "
-          f"best_spread={spread(rematch['winner_tokens_per_s'])}")
+          f"default_tokens_per_s={defaults['median']:.1f} "
+          f"best_tokens_per_s={applied['median']:.1f} gain={decision['gain']:.2f} "
+          f"rounds={decision['rounds']} default_spread={spread(defaults)} "
+          f"best_spread={spread(applied)}")
 
 
 if __name__ == "__main__":

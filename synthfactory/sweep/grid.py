@@ -1,9 +1,10 @@
 """The sweep grid: a list of engine-argument dicts or a ``{param: [values]}`` product.
 
 Every configuration is layered on the built-in engine defaults (``engines.py``), so ``{}``
-is "the defaults" and is measured first as the baseline. A configuration's key is a hash
-of its canonical JSON: the same configuration has the same key in every run, which is
-what lets a rerun find its earlier result.
+is "the defaults", measured in every round as the reference. A configuration's key is a
+hash of its canonical JSON: the same configuration has the same key in every run, which
+is what lets a rerun find its earlier result. ``gpu_only`` names the entries the CPU
+build cannot run or would run without effect; the sweep skips them there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from synthfactory.errors import SynthfactoryError
 # Set by the sweep itself (or by --model); a grid entry must not override them.
 RESERVED = ("model",)
 
+# Speculative methods the CPU build cannot run. n-gram (and vLLM's model-based drafts)
+# run there; suffix decoding needs the arctic-inference package, ngram_gpu CUDA kernels.
+GPU_SPECULATIVE = {
+    "suffix": "suffix decoding needs the arctic-inference package (GPU image only)",
+    "ngram_gpu": "ngram_gpu is n-gram drafting in CUDA kernels",
+}
+
 
 def config_key(config: dict) -> str:
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
@@ -29,6 +37,16 @@ def config_label(config: dict) -> str:
     if not config:
         return "defaults"
     return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(config.items()))
+
+
+def gpu_only(config: dict) -> str | None:
+    """Why the CPU build cannot measure ``config``, or None when it can."""
+    if "gpu_memory_utilization" in config:  # the CPU KV cache is VLLM_CPU_KVCACHE_SPACE
+        return "the CPU build ignores gpu_memory_utilization"
+    speculative = config.get("speculative_config")
+    if isinstance(speculative, dict) and speculative.get("method") in GPU_SPECULATIVE:
+        return GPU_SPECULATIVE[speculative["method"]]
+    return None
 
 
 def load_grid(source: str) -> object:

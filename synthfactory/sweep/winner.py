@@ -1,6 +1,7 @@
-"""Pick the fastest configuration, back it off by a safety margin, price it, and write
-it where the rephrase worker reads its default engine arguments
-(``{model}/synthfactory-engine.json``, read by ``tuned_engine_args``)."""
+"""Back a grid entry off by a safety margin (before it is measured: what is measured is
+what would be written), price a configuration, and write the sweep's decision where the
+rephrase worker reads its default engine arguments (``{model}/synthfactory-engine.json``,
+read by ``tuned_engine_args``)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,6 @@ from synthfactory.rephrase.engine_args import TUNED_FILE
 # when production prompts are longer than the sample's. Everything else is kept as is.
 SCALED_INTS = ("max_num_seqs", "max_num_batched_tokens")
 SCALED_FRACTIONS = ("gpu_memory_utilization",)
-
-
-def pick_best(records: list[dict]) -> dict | None:
-    """Highest output tokens/s among the configurations that finished; on a tie the
-    one with the smaller memory peak."""
-    ok = [r for r in records if r.get("status") == "ok" and r.get("role") != "backoff"]
-    if not ok:
-        return None
-    return max(ok, key=lambda r: (r["output_tokens_per_s"], -(r.get("peak_rss_mb") or 0)))
 
 
 def check_margin(margin: float) -> None:

@@ -1,6 +1,7 @@
 """A real sweep on vLLM's CPU build with SmolLM2-135M-Instruct: two valid settings and
-an invalid combination, the backed-off winner measured and written next to a copy of
-the model, a rerun that measures nothing, and the rephrase worker picking the winner up."""
+an invalid one, backed off and measured by successive halving in rounds that alternate
+with the defaults, the decision written next to a copy of the model with the figures
+behind it, a rerun that measures nothing, and the rephrase worker picking it up."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.skipif(
     reason=f"no model at {default_model_dir()}: run `synthfactory model prepare` (make setup)")
 
 FAST, SLOW = {"max_num_seqs": 8}, {"max_num_seqs": 1}
-INVALID = {"max_num_seqs": 64, "max_num_batched_tokens": 16}  # vLLM refuses tokens < seqs
+INVALID = {"max_model_len": 100000}  # vLLM refuses more than the model's 8192 positions
 
 
 def _model_copy(tmp_path: Path) -> Path:
@@ -48,55 +50,74 @@ def _shard(tmp_path: Path) -> str:
 def _sweep(argv: list[str], result: Path) -> tuple[dict, str]:
     env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result)}
     proc = subprocess.run([sys.executable, "-m", "synthfactory.cli", "sweep", *argv], env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(result.read_text()), proc.stdout
 
 
-def test_real_sweep_resume_and_the_winner_reaches_the_worker(tmp_path, monkeypatch):
+def test_real_sweep_resume_and_the_decision_reaches_the_worker(tmp_path, monkeypatch):
     model = _model_copy(tmp_path)
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps([FAST, SLOW, INVALID]))
     out = f"file://{tmp_path}/sweep"
     argv = ["--shard", _shard(tmp_path), "--model", str(model), "--grid", str(grid),
             "--out", out, "--sample-rows", "6", "--max-new-tokens", "12",
-            "--warmup-rows", "2", "--no-baseline", "--safety-margin", "0.25",
-            "--gpu-hour-cost", "2.0"]
+            "--warmup-rows", "2", "--safety-margin", "0.25", "--gpu-hour-cost", "2.0"]
     summary, stdout = _sweep(argv, tmp_path / "first.json")
 
-    # the invalid combination failed with vLLM's own reason; the others finished
-    assert summary["measured"] == 4 and summary["failed"] == 1
-    rows = {r["label"]: r for r in storage.read_table(f"{out}/results.parquet").to_pylist()}
-    failed = rows["max_num_batched_tokens=16,max_num_seqs=64"]
-    assert failed["status"] == "failed" and "max_num_batched_tokens" in failed["error"]
-    for label in ("max_num_seqs=8", "max_num_seqs=1", "max_num_seqs=6"):
-        ok = rows[label]
-        assert ok["status"] == "ok", ok["error"]
-        assert ok["output_tokens"] == 6 * 12  # ignore_eos: every row did the same work
-        assert ok["output_tokens_per_s"] > 0 and ok["prompt_tokens_per_s"] > 0
-        assert ok["startup_s"] > 0 and ok["peak_rss_mb"] > 500
-        assert json.loads(ok["effective"])["max_num_seqs"] == int(label.split("=")[1])
-    # 8 sequences at once beat one at a time by far on 6 rows
-    assert summary["best"]["config"] == FAST
-    assert rows["max_num_seqs=6"]["role"] == "backoff"
-    assert "max_num_seqs=8" in stdout and "(backed off)" in stdout
+    # round 1: defaults, 6, 1, invalid; round 2: defaults, 1, 6; round 3: defaults, finalist
+    assert summary["trials"] == summary["measured"] == 9
+    assert summary["configs"] == 4 and summary["failed"] == 1
+    rows = storage.read_table(f"{out}/results.parquet").to_pylist()
+    failed = [r for r in rows if r["status"] != "ok"]
+    assert [r["label"] for r in failed] == ["max_model_len=100000"]
+    assert "max_model_len" in failed[0]["error"]
+    for row in (r for r in rows if r["status"] == "ok"):
+        assert row["output_tokens"] == 6 * 12  # ignore_eos: every trial did the same work
+        assert row["output_tokens_per_s"] > 0 and row["startup_s"] > 0
+        assert row["peak_rss_mb"] > 500
+        config = json.loads(row["config"])
+        if "max_num_seqs" in config:  # what vLLM ran with, not only what was asked
+            assert json.loads(row["effective"])["max_num_seqs"] == config["max_num_seqs"]
+    # only backed-off entries were measured: 8 -> 6 (1 stays 1)
+    assert {r["label"] for r in rows} == {"defaults", "max_num_seqs=6", "max_num_seqs=1",
+                                          "max_model_len=100000"}
+    # after round 2 the slower of the two by median left; the other ran round 3 too
+    by_round = {(r["label"], r["round"]): r["output_tokens_per_s"] for r in rows}
+    decision = summary["decision"]
+    finalist = decision["finalist_label"]
+    other = ({"max_num_seqs=6", "max_num_seqs=1"} - {finalist}).pop()
+    assert [r["round"] for r in rows if r["label"] == other] == [1, 2]
+    assert (statistics.median([by_round[finalist, 1], by_round[finalist, 2]])
+            >= statistics.median([by_round[other, 1], by_round[other, 2]]))
+    assert decision["rounds"] == 3
+    assert decision["defaults"]["tokens_per_s"] == [by_round["defaults", n] for n in (1, 2, 3)]
+    assert decision["finalist"]["tokens_per_s"] == [by_round[finalist, n] for n in (1, 2, 3)]
+    # the finalist replaces the defaults only by more than the rounds' spread
+    won = decision["winner"] == "finalist"
+    assert won == (decision["margin"] > decision["spread"])
+    assert decision["line"] in stdout and "(backed off)" in stdout
     assert (tmp_path / "sweep/sweep.png").read_bytes()[:4] == b"\x89PNG"
 
-    # the backed-off winner is next to the model, with its provenance
-    assert tuned_engine_args(str(model)) == {"max_num_seqs": 6}
+    # the decision is next to the model, with the figures behind it
+    applied = decision["finalist_config"] if won else {}
+    assert decision["applied_config"] == applied
+    assert tuned_engine_args(str(model)) == applied
     provenance = json.loads((model / "synthfactory-engine.json").read_text())["provenance"]
     assert provenance["sweep"] == out and provenance["safety_margin"] == 0.25
-    assert provenance["backed_off_measured"]["output_tokens_per_s"] > 0
+    assert provenance["decision"] == decision
+    assert provenance["measured"]["output_tokens_per_s"] == decision["applied"]["median"]
     assert provenance["cost_per_billion_output_tokens"] > 0
 
     # a rerun measures nothing and comes to the same answer
     again, _ = _sweep(argv, tmp_path / "again.json")
-    assert again["measured"] == 0 and again["skipped"] == 4 and again["failed"] == 1
-    assert again["winner"]["engine_args"] == {"max_num_seqs": 6}
+    assert again["measured"] == 0 and again["skipped"] == 9 and again["failed"] == 1
+    assert again["decision"] == decision
 
     # the rephrase worker (what the DAG's shard.rephrase runs) starts its engine with it,
     # under --engine-args: built-in defaults < tuned file < command line
-    assert _worker_engine_args(tmp_path, model, None, monkeypatch)["max_num_seqs"] == 6
+    worker = _worker_engine_args(tmp_path, model, None, monkeypatch)
+    assert worker.get("max_num_seqs") == applied.get("max_num_seqs")
     overridden = _worker_engine_args(tmp_path, model, '{"max_num_seqs": 3}', monkeypatch)
     assert overridden["max_num_seqs"] == 3
 

@@ -1,6 +1,6 @@
-"""The sweep command with its trial process replaced by a model of one (no vLLM):
-failures recorded without stopping the sweep, resume, the back-off measured, results
-and winner where the docs say."""
+"""The sweep command with its trial process replaced by a model of one (no vLLM): the
+backed-off entries measured in rounds against the defaults, failures recorded without
+stopping the sweep, the decision written with its figures, resume, GPU-only entries."""
 
 from __future__ import annotations
 
@@ -17,20 +17,21 @@ from tests.support.shards import write_prompt_shard
 
 
 def _fake_trial(calls: list, later: dict | None = None):
-    """Throughput grows with max_num_seqs; a token budget below it fails as vLLM does.
-    ``later`` maps a max_num_seqs to the tokens/s it shows after its first measurement
-    (a lucky first figure that the rematch does not confirm)."""
+    """Throughput grows with max_num_seqs (defaults: 16 -> 160 tokens/s); dtype float64
+    fails as vLLM would. ``later`` maps a max_num_seqs to the figures of its trials in
+    order (a lucky first figure the later rounds do not confirm)."""
 
     def run_trial(spec, workdir, timeout_s):
         config = spec["config"]
         seqs = config.get("max_num_seqs", 16)
-        again = config in calls
+        nth = calls.count(config)
         calls.append(config)
         (workdir / "trial.log").write_text(f"trial of {config}\n")
-        if config.get("max_num_batched_tokens", 10**9) < seqs:
+        if config.get("dtype") == "float64":
             return {"status": "failed", "error_kind": "error", "returncode": 1,
-                    "error": "ValidationError: max_num_batched_tokens must be >= max_num_seqs"}
-        tps = (later or {}).get(seqs, 10.0 * seqs) if again else 10.0 * seqs
+                    "error": "ValueError: the CPU backend does not support float64"}
+        figures = (later or {}).get(seqs)
+        tps = figures[nth] if figures else 10.0 * seqs
         return {"status": "ok", "device": "cpu", "startup_s": 1.0, "warmup_s": 0.1,
                 "generation_s": 2.0, "requests": len(spec["rows"]), "prompt_tokens": 100,
                 "output_tokens": int(tps * 2), "output_tokens_per_s": tps,
@@ -51,91 +52,144 @@ def _args(tmp_path, grid, **over):
     return parser.parse_args(argv)
 
 
+def _env(tmp_path, monkeypatch, later=None, cuda=False):
+    write_prompt_shard(f"file://{tmp_path}/run", 0, rows=10)
+    (tmp_path / "model").mkdir()
+    calls: list = []
+    monkeypatch.setattr(command, "run_trial", _fake_trial(calls, later))
+    monkeypatch.setattr(command, "has_cuda", lambda: cuda)
+    return calls
+
+
 @pytest.fixture
 def sweep_env(tmp_path, monkeypatch):
-    write_prompt_shard(f"file://{tmp_path}/run", 0, rows=10)
-    (tmp_path / "model").mkdir()
-    calls: list = []
-    monkeypatch.setattr(command, "run_trial", _fake_trial(calls))
-    return tmp_path, calls
+    return tmp_path, _env(tmp_path, monkeypatch)
 
 
-GRID = [{"max_num_seqs": 32}, {"max_num_seqs": 64, "max_num_batched_tokens": 8},
-        {"max_num_seqs": 8}]
+GRID = [{"max_num_seqs": 32}, {"dtype": "float64"}, {"max_num_seqs": 8}]
+FAST, SLOW = {"max_num_seqs": 24}, {"max_num_seqs": 6}  # 32 and 8 backed off by 0.25
 
 
-def test_sweep_records_failures_backs_off_the_winner_and_writes_it(sweep_env, capsys):
+def test_a_faster_configuration_wins_and_is_written_with_its_medians_spreads_rounds(
+        sweep_env, capsys):
     tmp_path, calls = sweep_env
     summary = command.run(_args(tmp_path, GRID))
-    # baseline first, the failure did not stop the rest, the backed-off winner measured,
-    # then the defaults and that winner again in alternating rounds
-    backed = {"max_num_seqs": 24}
-    assert calls == [{}, *GRID, backed] + [{}, backed] * 3
-    assert summary["failed"] == 1 and summary["measured"] == 5
-    assert summary["best"]["config"] == {"max_num_seqs": 32}
-    # gain: the backed-off winner's median (240) over the defaults' (160) in the rematch
-    assert summary["baseline_tokens_per_s"] == 160.0 and summary["gain"] == 1.5
-    assert summary["rematch"]["default_tokens_per_s"] == [160.0] * 3
-    # 3.6 an hour at 240 tokens/s (the backed-off figure): 3.6 / (240 * 3600) * 1e9
-    assert summary["winner"]["cost_per_billion_output_tokens"] == pytest.approx(4166.67)
-    assert tuned_engine_args(str(tmp_path / "model")) == {"max_num_seqs": 24}
+    # only backed-off entries are measured, each round after the defaults; the failure
+    # is out and did not stop the rest; the slower survivor left after round 2
+    assert calls == [{}, FAST, {"dtype": "float64"}, SLOW, {}, SLOW, FAST, {}, FAST]
+    assert summary["configs"] == 4 and summary["failed"] == 1
+    assert summary["failures"] == {'dtype="float64"': "error"}
+    decision = summary["decision"]
+    assert decision["winner"] == "finalist" and decision["rounds"] == 3
+    assert decision["defaults"]["median"] == 160.0 and decision["finalist"]["median"] == 240.0
+    assert summary["gain"] == 1.5
+
+    assert tuned_engine_args(str(tmp_path / "model")) == FAST
     tuned = json.loads((tmp_path / "model/synthfactory-engine.json").read_text())
-    assert tuned["provenance"]["sweep"] == f"file://{tmp_path}/sweep"
-    assert tuned["provenance"]["fastest_config"] == {"max_num_seqs": 32}
-    assert tuned["provenance"]["backed_off_measured"]["output_tokens_per_s"] == 240.0
+    provenance = tuned["provenance"]
+    assert provenance["grid_config"] == {"max_num_seqs": 32}
+    assert provenance["decision"]["defaults"]["tokens_per_s"] == [160.0] * 3
+    assert provenance["decision"]["finalist"]["tokens_per_s"] == [240.0] * 3
+    assert provenance["decision"]["spread"] == 0.0 and provenance["measured"]["rounds"] == 3
+    # 3.6 an hour at 240 tokens/s: 3.6 / (240 * 3600) * 1e9
+    assert provenance["cost_per_billion_output_tokens"] == pytest.approx(4166.67)
 
     table = storage.read_table(f"file://{tmp_path}/sweep/results.parquet").to_pylist()
-    assert [r["status"] for r in table] == ["ok", "ok", "failed", "ok", "ok"]
-    assert "max_num_batched_tokens" in table[2]["error"]
-    assert [r["role"] for r in table] == ["baseline", "grid", "grid", "grid", "backoff"]
+    assert [(r["round"], r["label"], r["role"], r["status"]) for r in table][:4] == [
+        (1, "defaults", "baseline", "ok"), (1, "max_num_seqs=24", "candidate", "ok"),
+        (1, 'dtype="float64"', "candidate", "failed"), (1, "max_num_seqs=6", "candidate", "ok")]
+    assert json.loads(table[1]["grid_config"]) == {"max_num_seqs": 32}
+    assert "float64" in table[2]["error"]
     assert (tmp_path / "sweep/sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "sweep/logs").is_dir()
-    assert tuned["provenance"]["rematch"]["gain"] == 1.5
+    assert len(list((tmp_path / "sweep/logs").iterdir())) == 9
     out = capsys.readouterr().out
-    assert "* max_num_seqs=32" in out and "max_num_seqs=24 (backed off)" in out
-    assert "rematch, 3 alternating rounds" in out and "spread 160.0..160.0" in out
-    assert "gain 1.50" in out
+    assert "* max_num_seqs=24 (backed off)" in out and "out r2" in out and "failed r1" in out
+    assert "decision: max_num_seqs=24 replaces the defaults" in out and "gain 1.50" in out
 
 
-def test_a_winner_the_rematch_measures_slower_than_the_defaults_has_gain_below_one(
-        tmp_path, monkeypatch):
-    write_prompt_shard(f"file://{tmp_path}/run", 0, rows=10)
-    (tmp_path / "model").mkdir()
-    calls: list = []
-    # max_num_seqs=24 measured 240 tokens/s once, then 100 every round of the rematch
-    monkeypatch.setattr(command, "run_trial", _fake_trial(calls, later={24: 100.0}))
+def test_a_loser_with_one_lucky_run_does_not_replace_the_defaults(tmp_path, monkeypatch,
+                                                                    capsys):
+    # max_num_seqs=24 measures 400 tokens/s once, then 100 in every later round:
+    # the highest single figure of the sweep, but the defaults' 160 stays
+    calls = _env(tmp_path, monkeypatch, later={24: [400.0, 100.0, 100.0]})
     summary = command.run(_args(tmp_path, GRID))
-    assert summary["best"]["config"] == {"max_num_seqs": 32}  # the search's pick
-    assert summary["gain"] == pytest.approx(100 / 160, abs=1e-3) and summary["gain"] < 1
-    assert summary["rematch"]["winner_tokens_per_s"] == [100.0] * 3
-    # a winner slower than the defaults is not written next to the model
-    assert not (tmp_path / "model/synthfactory-engine.json").exists()
-    assert "slower than the defaults" in summary["winner"]["not_applied"]
+    assert calls.count(FAST) == 3  # the lucky run carried it to the end...
+    decision = summary["decision"]
+    assert decision["winner"] == "defaults" and summary["gain"] == 1.0  # ...not to the model
+    assert tuned_engine_args(str(tmp_path / "model")) == {}
     winner = json.loads((tmp_path / "sweep/winner.json").read_text())
-    assert winner["applied_to"] is None and winner["rematch"]["gain"] < 1
+    assert winner["engine_args"] == {} and winner["provenance"]["decision"]["finalist"][
+        "tokens_per_s"] == [400.0, 100.0, 100.0]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("decision:")]
+    assert lines == [decision["line"]] and "the defaults stay" in lines[0]
 
 
-def test_rematch_rounds_off_or_at_least_three(sweep_env):
+def test_rounds_below_three_are_refused_before_measuring(sweep_env):
     tmp_path, calls = sweep_env
-    with pytest.raises(SynthfactoryError, match="--rematch-rounds 2: use 0"):
-        command.run(_args(tmp_path, GRID, rematch_rounds=2))
-    summary = command.run(_args(tmp_path, GRID, rematch_rounds=0))
-    assert calls == [{}, *GRID, {"max_num_seqs": 24}]  # no rematch
-    assert summary["gain"] is None and summary["rematch"] is None
+    with pytest.raises(SynthfactoryError, match="--rounds 2: use at least 3"):
+        command.run(_args(tmp_path, GRID, rounds=2))
+    assert calls == []
 
 
-def test_rerun_skips_what_is_measured_and_retry_failed_reruns_failures(sweep_env):
+def test_more_rounds_measure_the_finalist_and_the_defaults_more_often(sweep_env):
+    tmp_path, calls = sweep_env
+    summary = command.run(_args(tmp_path, GRID, rounds=5))
+    assert summary["rounds"] == 5 and calls.count({}) == 5 and calls.count(FAST) == 5
+
+
+def test_rerun_reuses_every_round_and_retry_failed_reruns_the_failure(sweep_env):
     tmp_path, calls = sweep_env
     first = command.run(_args(tmp_path, GRID))
     calls.clear()
-    again = command.run(_args(tmp_path, GRID + [{"max_num_seqs": 4}]))
-    assert calls == [{"max_num_seqs": 4}]  # only the new one ran; the rematch is reused
-    assert again["gain"] == first["gain"] == 1.5
-    assert again["skipped"] == 5 and again["failed"] == 1
-    assert again["winner"]["engine_args"] == first["winner"]["engine_args"]
+    again = command.run(_args(tmp_path, GRID))
+    assert calls == [] and again["skipped"] == 9 and again["measured"] == 0
+    assert again["decision"] == first["decision"]
     calls.clear()
     command.run(_args(tmp_path, GRID, retry_failed=None))
-    assert calls == [{"max_num_seqs": 64, "max_num_batched_tokens": 8}]
+    assert calls == [{"dtype": "float64"}]
+    calls.clear()  # more rounds extend the sweep: only rounds 4 and 5 are new
+    longer = command.run(_args(tmp_path, GRID, rounds=5))
+    assert calls == [{}, FAST, {}, FAST] and longer["decision"]["rounds"] == 5
+
+
+def test_resuming_with_another_grid_is_refused(sweep_env):
+    # a new candidate's round 1 would be measured now, against defaults measured then
+    tmp_path, calls = sweep_env
+    command.run(_args(tmp_path, GRID))
+    with pytest.raises(SynthfactoryError, match="another sample or grid.*candidates"):
+        command.run(_args(tmp_path, GRID + [{"max_num_seqs": 4}]))
+
+
+def test_gpu_only_entries_are_skipped_on_the_cpu_with_a_line_and_run_on_a_gpu(
+        tmp_path, monkeypatch, capsys):
+    suffix = {"speculative_config": {"method": "suffix", "num_speculative_tokens": 8}}
+    grid = [{"max_num_seqs": 32}, {"gpu_memory_utilization": 0.9}, suffix]
+    calls = _env(tmp_path, monkeypatch)
+    summary = command.run(_args(tmp_path, grid, no_apply=None))
+    assert {"gpu_memory_utilization": 0.675} not in calls and suffix not in calls
+    assert summary["failed"] == 0 and summary["configs"] == 2
+    assert set(summary["gpu_only_skipped"]) == {"gpu_memory_utilization=0.9",
+                                                'speculative_config={"method": "suffix", '
+                                                '"num_speculative_tokens": 8}'}
+    out = capsys.readouterr().out
+    assert "skipped on the CPU build, GPU-only: gpu_memory_utilization=0.9 (the CPU " \
+           "build ignores gpu_memory_utilization)" in out
+    assert "suffix decoding needs the arctic-inference package" in out
+
+    gpu = tmp_path / "gpu"
+    gpu.mkdir()
+    calls = _env(gpu, monkeypatch, cuda=True)
+    summary = command.run(_args(gpu, grid, no_apply=None))
+    assert {"gpu_memory_utilization": 0.675} in calls and suffix in calls
+    assert summary["gpu_only_skipped"] == {} and summary["configs"] == 4
+
+
+def test_a_grid_with_nothing_to_measure_on_the_cpu_is_refused_in_one_line(sweep_env):
+    tmp_path, calls = sweep_env
+    with pytest.raises(SynthfactoryError, match=r"^--grid: no configuration other than the "
+                       r"defaults to measure on the CPU build \(1 GPU-only skipped\)$"):
+        command.run(_args(tmp_path, [{"gpu_memory_utilization": 0.9}, {}]))
+    assert calls == []
 
 
 def test_no_apply_leaves_the_model_folder_untouched(sweep_env):
@@ -144,7 +198,7 @@ def test_no_apply_leaves_the_model_folder_untouched(sweep_env):
     assert not (tmp_path / "model/synthfactory-engine.json").exists()
     assert summary["winner"]["applied_to"] is None
     winner = json.loads((tmp_path / "sweep/winner.json").read_text())
-    assert winner["engine_args"] == {"max_num_seqs": 24}
+    assert winner["engine_args"] == FAST
 
 
 def test_resuming_into_a_sweep_of_another_sample_is_refused(sweep_env):
@@ -154,12 +208,23 @@ def test_resuming_into_a_sweep_of_another_sample_is_refused(sweep_env):
         command.run(_args(tmp_path, GRID, max_new_tokens=64))
 
 
-def test_when_every_configuration_fails_the_sweep_fails_after_reporting(sweep_env):
-    tmp_path, _ = sweep_env
-    bad = [{"max_num_seqs": 64, "max_num_batched_tokens": 8}]
-    with pytest.raises(SynthfactoryError, match="all 1 configurations failed"):
-        command.run(_args(tmp_path, bad, no_baseline=None))
-    assert storage.read_table(f"file://{tmp_path}/sweep/results.parquet").num_rows == 1
+def test_when_the_defaults_fail_the_sweep_fails_after_reporting(tmp_path, monkeypatch):
+    calls = _env(tmp_path, monkeypatch)
+    real = command.run_trial
+
+    def defaults_fail_in_round_two(spec, workdir, timeout_s):
+        if spec["config"] == {} and calls.count({}) == 1:
+            calls.append({})
+            (workdir / "trial.log").write_text("killed\n")
+            return {"status": "failed", "error_kind": "out_of_memory", "returncode": -9,
+                    "error": "trial process killed by SIGKILL"}
+        return real(spec, workdir, timeout_s)
+
+    monkeypatch.setattr(command, "run_trial", defaults_fail_in_round_two)
+    with pytest.raises(SynthfactoryError, match="round 2: the defaults failed: trial process "
+                                                "killed by SIGKILL"):
+        command.run(_args(tmp_path, GRID))
+    assert storage.read_table(f"file://{tmp_path}/sweep/results.parquet").num_rows == 5
     assert not (tmp_path / "model/synthfactory-engine.json").exists()
 
 
