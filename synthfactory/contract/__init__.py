@@ -24,6 +24,9 @@ from synthfactory.contract.catalog_uri import (
 from synthfactory.contract.names import (
     CATALOG_URI_ENV,
     DEBUG_ENV,
+    ENDPOINT_API_KEY_ENV,
+    ENDPOINT_MODEL_ENV,
+    ENDPOINT_URL_ENV,
     EXIT_DONE,
     EXIT_PERMANENT,
     EXIT_RETRYABLE,
@@ -78,6 +81,7 @@ from synthfactory.contract.shapes import (
 
 __all__ = [
     "CATALOG_URI_ENV", "DEBUG_ENV", "DEFAULT_CATALOG_DB", "DEFAULT_WAREHOUSE", "EXIT_DONE",
+    "ENDPOINT_API_KEY_ENV", "ENDPOINT_MODEL_ENV", "ENDPOINT_URL_ENV",
     "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "GPU_HOUR_USD_ENV", "HOME_ENV",
     "NOT_RETRYABLE", "NO_PASSWORD_PATTERN", "PAUSE_AT_ENV", "PAUSE_MARKER_ENV",
     "PAUSE_RELEASE_ENV", "PROGRESS_SECONDS_ENV", "RESULT_FILE_ENV", "STYLES", "CommitPart",

@@ -13,6 +13,11 @@ NOT_RETRYABLE = frozenset({EXIT_USAGE, EXIT_PERMANENT})
 # Environment variables a step reads.
 RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # where the summary goes besides stdout
 CATALOG_URI_ENV = "SYNTHFACTORY_CATALOG_URI"  # a URI with a password travels here, not argv
+# The endpoint engine (rephrase --engine openai): URL and served model may be argv too;
+# the API key only ever travels here (a connection's password, or a Kubernetes Secret).
+ENDPOINT_URL_ENV = "SYNTHFACTORY_ENDPOINT_URL"
+ENDPOINT_MODEL_ENV = "SYNTHFACTORY_ENDPOINT_MODEL"
+ENDPOINT_API_KEY_ENV = "SYNTHFACTORY_ENDPOINT_API_KEY"
 DEBUG_ENV = "SYNTHFACTORY_DEBUG"  # 1: tracebacks instead of one-line errors
 HOME_ENV = "SYNTHFACTORY_HOME"  # the embedded catalog, models and data live under it
 GPU_HOUR_USD_ENV = "SYNTHFACTORY_GPU_HOUR_USD"  # the report's device-hour price

@@ -71,7 +71,8 @@ def shard_figures(shard: ShardFiles, rows_generated: int | None = None,
         rows_quarantined = int(commit.get("rows_quarantined") or 0)
     if output_tokens is None:
         output_tokens = int(commit.get("output_tokens") or 0)
-    generation_s = (commit.get("timings") or {}).get("generation_s")
+    timings = commit.get("timings") or {}
+    generation_s = timings.get("generation_s")
     return {
         "name": shard.name,
         "committed": shard.commit is not None,
@@ -83,6 +84,9 @@ def shard_figures(shard: ShardFiles, rows_generated: int | None = None,
         "tokens_per_s": per_second(output_tokens, generation_s),
         "device_seconds": commit.get("device_seconds"),
         "device": commit.get("device"),
+        "wall_s": timings.get("wall_s"),
+        "startup_s": timings.get("startup_s"),
+        "generating_fraction": timings.get("generating_fraction"),
         "rows_flagged": validation.get("rows_flagged"),
         "flags": validation.get("flags"),
         "usable": (validation.get("quality") or {}).get("usable"),
@@ -198,6 +202,8 @@ def build_report(
     output_tokens = sum(s["output_tokens"] for s in shards)
     generation_s = sum(s["generation_s"] or 0 for s in committed)
     device_s = sum(s["device_seconds"] or 0 for s in committed)
+    wall_s = sum(s["wall_s"] or 0 for s in committed)
+    startups = [s["startup_s"] for s in committed if s["startup_s"]]  # 0: engine was running
     if stitch_reasons is None:
         stitch_reasons = count_kinds(plan.get("quarantine_reasons") or {})
     quality, gated_device_s, pre_gate_lines = quality_figures(files, rejected_examples)
@@ -239,6 +245,10 @@ def build_report(
             "tokens_per_s": per_second(output_tokens, generation_s),
             "device_seconds": round(device_s, 3),
             "devices": sorted({s["device"] for s in committed if s["device"]}),
+            "startup_s": round(sum(startups), 3),
+            "engine_starts": len(startups),
+            "wall_s": round(wall_s, 3),
+            "generating_fraction": round(generation_s / wall_s, 4) if wall_s else None,
         },
         "cost": None if gpu_hour_usd is None else cost_figures(
             device_s, sum(s["output_tokens"] for s in committed), gpu_hour_usd,

@@ -61,7 +61,9 @@ class CommitTimings(TypedDict):
     started: str  # ISO 8601, UTC
     finished: str
     wall_s: float
+    startup_s: float  # waiting for the engine to start: the task's first shard pays it
     generation_s: float
+    generating_fraction: float | None  # generation_s / wall_s; None for a zero wall time
 
 
 class CommittedJson(TypedDict):
@@ -215,6 +217,11 @@ class ReportTokens(TypedDict):
     tokens_per_s: float | None
     device_seconds: float
     devices: list[str]
+    # the committed shards' time: engine start-up, and the share spent generating
+    startup_s: float
+    engine_starts: int  # shards that started an engine (the others found it running)
+    wall_s: float
+    generating_fraction: float | None  # generation_s / wall_s
 
 
 class ReportCost(TypedDict):
@@ -236,6 +243,9 @@ class ReportShard(TypedDict):
     tokens_per_s: float | None
     device_seconds: float | None
     device: str | None
+    wall_s: float | None  # the commit's timings (None uncommitted, or before they existed)
+    startup_s: float | None
+    generating_fraction: float | None
     rows_flagged: int | None
     flags: ValidationFlags | None
     usable: int | None  # rows the quality gate let through (None before it ran)

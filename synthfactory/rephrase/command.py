@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import time
 from pathlib import Path
 
 import pyarrow.compute as pc
 
 from synthfactory import storage
-from synthfactory.cli_types import AUTO, budget, non_negative_float, positive_int, probability
+from synthfactory.cli_types import (
+    AUTO,
+    budget,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    probability,
+)
+from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
 from synthfactory.errors import PermanentError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, tuned_engine_args
@@ -47,7 +57,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-shard-attempts", type=positive_int, default=3,
                         help="Ray: times a shard is handed out again after its replica died")
     parser.add_argument("--engine", choices=ENGINES, default="vllm",
-                        help="echo: a deterministic stand-in engine (tests, dry runs)")
+                        help="vllm: vLLM's offline engine in this process; openai: an "
+                             "OpenAI-compatible server (--endpoint); echo: a deterministic "
+                             "stand-in engine (tests, dry runs)")
+    parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
+                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
+                             f"its API key is read from ${ENDPOINT_API_KEY_ENV}, never argv")
+    parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
+                        help="--engine openai: the model name the server serves (default "
+                             f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
+    parser.add_argument("--endpoint-retry-s", type=positive_float, default=600.0,
+                        help="--engine openai: how long one request may keep failing (429, "
+                             "5xx, server down) before the task fails, retryably")
+    parser.add_argument("--echo-delay-s", type=non_negative_float, default=0.0,
+                        help="--engine echo: seconds each poll of the stand-in engine takes "
+                             "(a dry run whose shards take time: benchmarks/orchestration.py)")
 
 
 def _max_new_tokens(shard_urls: list[str], given: int | str) -> int:
@@ -67,11 +91,18 @@ def _max_new_tokens(shard_urls: list[str], given: int | str) -> int:
 
 
 def run(args: argparse.Namespace) -> dict:
+    started = time.monotonic()  # the task's wall time, for the share spent generating
     for url in args.shard:  # all of them, before any engine is loaded
         if not storage.exists(url):
             raise PermanentError(f"--shard {url}: not found")
+    _check_endpoint(args)
     model = args.model or str(default_model_dir())
-    tuned, given = tuned_engine_args(model), parse_engine_args(args.engine_args)
+    given = parse_engine_args(args.engine_args)
+    if args.engine == "openai" and given:
+        raise PermanentError("--engine-args: the engine's arguments belong to the server "
+                             "with --engine openai (start it with them); got "
+                             f"{sorted(given)}")
+    tuned = tuned_engine_args(model) if args.engine == "vllm" else {}
     if args.engine == "vllm":  # vLLM's own definitions, before any shard is read or loaded
         check_engine_args(tuned, f"{Path(model) / TUNED_FILE}")
         check_engine_args(given, "--engine-args")
@@ -82,9 +113,11 @@ def run(args: argparse.Namespace) -> dict:
                             max_in_flight=args.max_in_flight, sampling=sampling,
                             per_row_budgets=args.max_new_tokens == AUTO)
     spec = EngineSpec(model=model, engine_args=engine_args, sampling=sampling,
-                      engine=args.engine)
+                      engine=args.engine, endpoint=args.endpoint,
+                      served_model=args.served_model, endpoint_retry_s=args.endpoint_retry_s,
+                      max_in_flight=args.max_in_flight, echo_delay_s=args.echo_delay_s)
     shards = [storage.normalize(url) for url in args.shard]
-    pool = None
+    pool = engine = None
     if args.replicas > 1 or args.ray_address:
         from synthfactory.rephrase.ray_pool import PoolOptions, rephrase_on_ray
 
@@ -98,8 +131,6 @@ def run(args: argparse.Namespace) -> dict:
             PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
                         address=args.ray_address, max_attempts=args.max_shard_attempts))
     else:
-        engine = None
-
         def shared_engine():  # loaded once per group, and only if some shard needs it
             nonlocal engine
             if engine is None:
@@ -107,8 +138,9 @@ def run(args: argparse.Namespace) -> dict:
             return engine
 
         results = [rephrase_shard(url, args.out, shared_engine, options) for url in shards]
-    generation_s = sum(r["generation_s"] for r in results)
-    output_tokens = sum(r["output_tokens"] for r in results if r["status"] == "committed")
+    ran = [r for r in results if r["status"] == "committed"]  # not an earlier try's commits
+    generation_s = sum(r["generation_s"] for r in ran)
+    output_tokens = sum(r["output_tokens"] for r in ran)
     return {
         "shards": results,
         "rows_generated": sum(r["rows_generated"] for r in results),
@@ -116,5 +148,42 @@ def run(args: argparse.Namespace) -> dict:
         "output_tokens": sum(r["output_tokens"] for r in results),
         "generation_s": round(generation_s, 3),
         "tokens_per_s": round(output_tokens / generation_s, 1) if generation_s else None,
+        **_task_timings(ran, time.monotonic() - started, pool["replicas"] if pool else 1),
         **({"ray": pool} if pool else {}),
+        **({"endpoint": _endpoint_summary(engine)} if args.engine == "openai" and not pool
+           else {}),
     }
+
+
+def _check_endpoint(args: argparse.Namespace) -> None:
+    """The endpoint flags make sense together, before any shard is read."""
+    if args.engine != "openai":
+        return
+    if not args.endpoint:
+        raise PermanentError(f"--engine openai: give --endpoint URL (or set {ENDPOINT_URL_ENV})")
+    from synthfactory.rephrase.endpoint import api_base
+
+    api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
+    if args.replicas > 1 or args.ray_address:
+        raise PermanentError("--replicas/--ray-address: engine replicas are the offline "
+                             "engine's; with --engine openai the server scales, and "
+                             "--max-in-flight sets how many requests it is given at once")
+
+
+def _endpoint_summary(engine) -> dict:
+    """What the server was, and how often it had to be waited for (None: every shard
+    was already committed, the endpoint was never asked)."""
+    if engine is None:
+        return {"asked": False}
+    return {"asked": True, "url": engine.base, "served_model": engine.served_model,
+            "server": engine.server, "retries": dict(engine.retries),
+            "rejected": len(engine.rejections)}
+
+
+def _task_timings(ran: list[dict], wall_s: float, engines: int) -> dict:
+    """The task's wall time, its engines' start-up and the share of the wall time its
+    engines spent generating (Ray replicas start and generate side by side: per engine)."""
+    generation_s, wall_s = sum(r["generation_s"] for r in ran), round(wall_s, 3)
+    return {"wall_s": wall_s, "startup_s": round(sum(r["startup_s"] for r in ran), 3),
+            "generating_fraction": round(generation_s / (wall_s * engines), 4) if wall_s
+            else None}

@@ -10,10 +10,11 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.contract import ENDPOINT_URL_ENV
+from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.rephrase.engines import EchoEngine
 
-ENGINES = ("vllm", "echo")
+ENGINES = ("vllm", "echo", "openai")  # openai: any OpenAI-compatible server
 
 
 def describe(exc: BaseException) -> str:
@@ -37,10 +38,18 @@ class EngineSpec:
     sampling: dict = field(default_factory=dict)
     engine: str = "vllm"  # "echo": the deterministic stand-in, for tests and dry runs
     echo_delay_s: float = 0.0  # echo only: seconds per poll, to make a shard take time
+    # openai only: where, and which served model; the API key is read from the
+    # environment where the engine is built, never carried here (a spec is pickled)
+    endpoint: str | None = None
+    served_model: str | None = None
+    endpoint_retry_s: float = 600.0
+    max_in_flight: int = 256
 
     def build(self):
         if self.engine == "echo":
             return SlowEcho(self.echo_delay_s) if self.echo_delay_s else EchoEngine()
+        if self.engine == "openai":
+            return self._endpoint_engine()
         if self.engine != "vllm":
             raise SynthfactoryError(f"--engine {self.engine!r}: expected one of {ENGINES}")
         from synthfactory.rephrase.engines import VllmEngine
@@ -51,6 +60,22 @@ class EngineSpec:
             raise SynthfactoryError(
                 f"--model {self.model} with engine arguments {json.dumps(self.engine_args)}: "
                 f"vLLM refused to start the engine ({describe(exc)})") from exc
+
+
+    def _endpoint_engine(self):
+        import os
+
+        from synthfactory.contract import ENDPOINT_API_KEY_ENV
+        from synthfactory.rephrase.endpoint import EndpointOptions, OpenAIEndpointEngine
+
+        if not self.endpoint:
+            raise PermanentError("--engine openai: no endpoint (give --endpoint URL or set "
+                                 f"{ENDPOINT_URL_ENV})")
+        options = EndpointOptions(url=self.endpoint, model=self.served_model,
+                                  api_key=os.environ.get(ENDPOINT_API_KEY_ENV) or None,
+                                  retry_s=self.endpoint_retry_s,
+                                  connect_wait_s=min(30.0, self.endpoint_retry_s))
+        return OpenAIEndpointEngine(options, self.sampling, self.max_in_flight)
 
 
 class SlowEcho(EchoEngine):

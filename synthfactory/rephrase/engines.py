@@ -26,6 +26,7 @@ class Completion:
     prompt_tokens: int
     output_tokens: int
     finish_reason: str
+    rejection: str | None = None  # the server refused this request: quarantine it, say why
 
 
 class RequestRejected(Exception):

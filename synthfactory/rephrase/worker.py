@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.contract import CommittedJson, paths
+from synthfactory.contract import CommittedJson, CommitTimings, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
 from synthfactory.rephrase.checkpoint import (
@@ -62,6 +62,7 @@ def rephrase_shard(
     shard_url: str, run_url: str | None, engine: Callable[[], GenerationEngine],
     options: WorkerOptions,
 ) -> dict:
+    started_at, started = _now(), time.monotonic()
     name, out_url, quarantine_url = shard_paths(shard_url, run_url)
     prompts = storage.read_table(shard_url)
     missing = [c for c in PROMPT_COLUMNS if c not in prompts.column_names]
@@ -77,7 +78,6 @@ def rephrase_shard(
         set_aside_to = set_aside(
             run_url or run_url_of_shard(shard_url), name, out_url, quarantine_url,
             f"committed from other prompts ({committed.get('prompt_checksum')} != {checksum})")
-    started_at, started = _now(), time.monotonic()
     rows_in = prompts.num_rows
     parts = ShardParts.scan(out_url, quarantine_url, rows_in, checksum)
     if parts.stale_parts():
@@ -89,15 +89,16 @@ def rephrase_shard(
     pending = [r for r in range(rows_in) if r not in done]
     log.info("%s: %d rows, %d already in %d part(s), %d to generate",
              name, rows_in, len(done), len(parts.parts), len(pending))
-    generation_s, the_engine = 0.0, None
+    spans, the_engine = Spans(started), None
     if pending:
-        the_engine = engine()
-        gen_started = time.monotonic()
+        asked = time.monotonic()
+        the_engine = engine()  # the task's first shard waits for its engine to start
+        spans.startup = (asked, time.monotonic())
         _generate(prompts, pending, the_engine, parts, options, name)
-        generation_s = time.monotonic() - gen_started
+        spans.generation = (spans.startup[1], time.monotonic())
     parts.check_no_rival()
     commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
-                     started, generation_s, checksum)
+                     spans, checksum)
     try:  # create-if-absent: of two writers racing to commit, exactly one can
         storage.create_json(storage.join(out_url, paths.COMMITTED), commit)
     except storage.AlreadyExists as exc:
@@ -119,6 +120,7 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     finished: list[dict] = []  # rows in completion order, generated or quarantined
     settled: set[int] = set()  # rows already in `finished`: an engine may answer twice
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
+    model = served_model(engine, options)
     cursor = 0
     while cursor < len(pending) or engine.in_flight():
         room = options.max_in_flight - engine.in_flight()
@@ -132,11 +134,23 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
                 settled.add(row)
                 finished.append({"row": row, "reason": "engine rejected the request: "
                                  + engine.rejections.get(row, "unknown")})
-        for c in engine.poll():
+        try:
+            completions = engine.poll()
+        except SynthfactoryError:
+            # the engine gave up (a server that never came back): save what finished,
+            # so the task's retry generates only the rest
+            if finished:
+                _flush(finished, parts, ids, templates, versions, model)
+            progress.close()
+            raise
+        for c in completions:
             if c.row in settled:
                 continue
             settled.add(c.row)
-            if c.text.strip():
+            if c.rejection:
+                finished.append({"row": c.row, "reason": "engine rejected the request: "
+                                 + c.rejection})
+            elif c.text.strip():
                 finished.append({"row": c.row, "output_text": c.text,
                                  "prompt_tokens": c.prompt_tokens,
                                  "output_tokens": c.output_tokens,
@@ -146,9 +160,9 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             progress.update(1, c.output_tokens)
         while len(finished) >= options.checkpoint_rows:
             batch, finished = finished[:options.checkpoint_rows], finished[options.checkpoint_rows:]
-            _flush(batch, parts, ids, templates, versions, options.model)
+            _flush(batch, parts, ids, templates, versions, model)
     if finished:
-        _flush(finished, parts, ids, templates, versions, options.model)
+        _flush(finished, parts, ids, templates, versions, model)
     progress.close()
 
 
@@ -176,8 +190,32 @@ def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model
     parts.write(generated, quarantined)
 
 
-def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, started_at, started,
-            generation_s, checksum: str) -> CommittedJson:
+@dataclass
+class Spans:
+    """Monotonic (start, end) of the engine's start-up and of the generation within a
+    shard's wall time, which begins at ``started``."""
+
+    started: float
+    startup: tuple[float, float] | None = None
+    generation: tuple[float, float] | None = None
+
+    def timings(self, started_at: str) -> CommitTimings:
+        """Seconds on one millisecond grid counted from ``started``: rounding each figure
+        on its own could make start-up + generation exceed the wall time."""
+        def ms(t: float) -> int:
+            return round((t - self.started) * 1000)
+
+        def length(span: tuple[float, float] | None) -> int:
+            return ms(span[1]) - ms(span[0]) if span else 0
+
+        wall, generation = ms(time.monotonic()), length(self.generation)
+        return {"started": started_at, "finished": _now(), "wall_s": wall / 1000,
+                "startup_s": length(self.startup) / 1000, "generation_s": generation / 1000,
+                "generating_fraction": round(generation / wall, 4) if wall else None}
+
+
+def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, started_at,
+            spans: Spans, checksum: str) -> CommittedJson:
     rows_in = prompts.num_rows
     covered = sorted(r for p in parts.parts for r in p.row_indices)
     if covered != list(range(rows_in)):
@@ -186,6 +224,8 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
             f"({len(covered)} entries): refusing to commit"
         )
     devices = engine.devices if engine else 0
+    output_sum = _output_checksum(parts)  # read back before the clock stops: wall time
+    timings = spans.timings(started_at)
     return {
         "shard": name, "prompt_shard": shard_url, "rows_in": rows_in,
         "rows_generated": sum(p.rows for p in parts.parts),
@@ -197,16 +237,19 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
         "prompt_tokens": sum(p.prompt_tokens for p in parts.parts),
         "output_tokens": sum(p.output_tokens for p in parts.parts),
         "prompt_checksum": checksum,
-        "output_checksum": _output_checksum(parts),
-        "model": options.model,
+        "output_checksum": output_sum,
+        "model": served_model(engine, options),
         "engine_args": engine.engine_args if engine else {},
         "sampling": options.sampling or {},
-        "timings": {"started": started_at, "finished": _now(),
-                    "wall_s": round(time.monotonic() - started, 3),
-                    "generation_s": round(generation_s, 3)},
-        "device_seconds": round(generation_s * devices, 3),
+        "timings": timings,
+        "device_seconds": round(timings["generation_s"] * devices, 3),
         "device": engine.device if engine else "none",
     }
+
+
+def served_model(engine: GenerationEngine | None, options: WorkerOptions) -> str:
+    """The model that answered: an endpoint's served name, else ``--model``."""
+    return getattr(engine, "served_model", None) or options.model
 
 
 def _output_checksum(parts: ShardParts) -> str:
@@ -222,7 +265,10 @@ def _output_checksum(parts: ShardParts) -> str:
 def _summary(commit: dict) -> dict:
     keys = ("shard", "rows_in", "rows_generated", "rows_quarantined", "prompt_tokens",
             "output_tokens", "device_seconds")
-    return {k: commit[k] for k in keys} | {"generation_s": commit["timings"]["generation_s"]}
+    timings = commit["timings"]  # commits from before start-up was timed lack three keys
+    return {k: commit[k] for k in keys} | {
+        k: timings.get(k) for k in ("wall_s", "startup_s", "generation_s",
+                                    "generating_fraction")}
 
 
 def _now() -> str:

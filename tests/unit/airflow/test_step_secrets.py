@@ -91,3 +91,57 @@ def test_the_scheme_can_be_chosen_in_the_extra():
     assert sqlalchemy_uri("postgres", "db", None, "sf", None, "cat",
                           {"sqlalchemy_scheme": "postgresql+psycopg"}) == (
         "postgresql+psycopg://sf@db/cat")
+
+
+def test_the_endpoint_connection_arrives_as_environment_and_is_masked(env_dumping_worker,
+                                                                     monkeypatch):
+    from airflow.sdk._shared.secrets_masker import redact
+
+    key = f"sk-{CANARY}"
+    monkeypatch.setenv("AIRFLOW_CONN_SF_LLM", json.dumps({
+        "conn_type": "http", "host": "llm.internal", "port": 8000, "schema": "https",
+        "password": key, "extra": {"model": "smollm2-135m"}}))
+    task = LocalStepOperator(task_id="rephrase", arguments=["rephrase", "--engine", "openai"],
+                             worker_bin=str(env_dumping_worker), endpoint_conn_id="sf_llm")
+    summary = _run(task)
+    env = summary["env"]
+    assert env["SYNTHFACTORY_ENDPOINT_URL"] == "https://llm.internal:8000"
+    assert env["SYNTHFACTORY_ENDPOINT_MODEL"] == "smollm2-135m"
+    assert env["SYNTHFACTORY_ENDPOINT_API_KEY"] == key
+    assert CANARY not in " ".join(summary["argv"])
+    assert CANARY not in str(redact(f"calling the server with {key}"))
+
+
+def test_an_endpoint_connection_without_a_key_sets_no_key(env_dumping_worker, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SF_LLM", json.dumps({
+        "conn_type": "http", "host": "http://127.0.0.1:8000/v1"}))
+    task = LocalStepOperator(task_id="rephrase", arguments=["rephrase"],
+                             worker_bin=str(env_dumping_worker), endpoint_conn_id="sf_llm")
+    env = _run(task)["env"]
+    assert env["SYNTHFACTORY_ENDPOINT_URL"] == "http://127.0.0.1:8000/v1"
+    assert "SYNTHFACTORY_ENDPOINT_API_KEY" not in env
+    assert "SYNTHFACTORY_ENDPOINT_MODEL" not in env
+
+
+@pytest.mark.parametrize("host, port, schema, url", [
+    ("llm", 8000, None, "http://llm:8000"),
+    ("llm", None, "https", "https://llm"),
+    ("https://gw.example/team", 443, None, "https://gw.example:443/team"),
+    ("http://llm:8000", 8000, None, "http://llm:8000"),
+])
+def test_endpoint_url_from_the_connection_fields(host, port, schema, url):
+    from synthfactory_airflow.operators.endpoint_env import endpoint_url
+
+    assert endpoint_url(host, port, schema) == url
+
+
+def test_an_endpoint_connection_without_host_is_named(monkeypatch):
+    from synthfactory_airflow.operators.endpoint_env import (
+        EndpointConnectionError,
+        endpoint_environment,
+    )
+
+    monkeypatch.setenv("AIRFLOW_CONN_SF_LLM", json.dumps({"conn_type": "http"}))
+    with pytest.raises(EndpointConnectionError,
+                       match="endpoint_conn_id 'sf_llm': the connection has no host"):
+        endpoint_environment("sf_llm")
