@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "preview-lengths": ("synthfactory.training.preview_command", "preview a length spec"),
     "sweep": ("synthfactory.sweep.command", "grid-search vLLM engine arguments"),
     "report": ("synthfactory.report.command", "write a run's report.json and figures"),
+    "estimate": ("synthfactory.estimate.command",
+                 "GPU-hours, wall-clock, dollars, shards and runs for a token target"),
 }
 
 

@@ -8,48 +8,23 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 
 from synthfactory import storage
 from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
 from synthfactory.contract import paths
-from synthfactory.errors import SynthfactoryError
 from synthfactory.report.collect import collect
 from synthfactory.report.figures import write_figures
-
-DEFAULT_GPU_HOUR_USD = 2.50  # an on-demand H100-class hour, order of magnitude
-
-
-def _price(text: str) -> float:
-    try:
-        price = float(text)
-    except ValueError:
-        price = -1.0
-    if price < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a price in USD >= 0")
-    return price
+from synthfactory.report.price import DEFAULT_GPU_HOUR_USD, gpu_hour_price, price
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="run folder URL (file:// or s3://)")
     parser.add_argument(
-        "--gpu-hour-price", type=_price, default=None,
+        "--gpu-hour-price", type=price, default=None,
         help=f"USD per device hour for the cost figure (default ${PRICE_ENV} or "
              f"{DEFAULT_GPU_HOUR_USD})")
     parser.add_argument("--dag-id", default=None, help="recorded in the report")
     parser.add_argument("--airflow-run-id", default=None, help="recorded in the report")
-
-
-def gpu_hour_price(given: float | None) -> float:
-    if given is not None:
-        return given
-    text = os.environ.get(PRICE_ENV)
-    if not text:
-        return DEFAULT_GPU_HOUR_USD
-    try:
-        return _price(text)
-    except argparse.ArgumentTypeError as exc:
-        raise SynthfactoryError(f"${PRICE_ENV}={text!r}: expected a price in USD >= 0") from exc
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -69,6 +69,8 @@ def check_figures(doc, report: dict) -> None:
     assert figure(doc, "rephrase_quarantined") == str(report["rephrase"]["rows_quarantined"])
     assert figure(doc, "output_tokens") == str(report["tokens"]["output"])
     assert figure(doc, "device_seconds") == str(report["tokens"]["device_seconds"])
+    assert figure(doc, "engine_startup_s") == str(report["tokens"]["startup_s"])
+    assert figure(doc, "generating_fraction") == str(report["tokens"]["generating_fraction"])
 
 
 def test_finished_run_report_page_shows_report_json(engine_run):
