@@ -2,7 +2,8 @@
 
 The run's generated rows go into ``--table`` (one transaction, replacing any earlier
 copy of the same run), then one row of lineage and accounting into
-``{namespace}.runs``. The returned summary is what the Airflow task puts on the
+``{namespace}.runs``; a commit that loses a race to another registration is retried on
+a fresh load of the table. The returned summary is what the Airflow task puts on the
 table's Asset event.
 """
 
@@ -95,7 +96,10 @@ def register(
         written = replace_run_rows(
             catalog,
             table,
-            run_rows_reader(committed.run_url, parts, schema, verdicts, include_rejected),
+            # a factory: a commit that loses a race to another run's registration is
+            # written again on a fresh load of the table (docs/adr/0125)
+            lambda: run_rows_reader(committed.run_url, parts, schema, verdicts,
+                                    include_rejected),
             committed.run_url,
             properties,
         )
@@ -103,10 +107,10 @@ def register(
         # repaired by registering again, which replaces both tables' rows of this run.
         pause_point("register:between-tables")
         runs_row = lineage.runs_row(table, written.snapshot_id, registered_at)
-        replace_run_rows(
+        runs_written = replace_run_rows(
             catalog,
             runs_table_of(table),
-            pa.RecordBatchReader.from_batches(runs_row.schema, runs_row.to_batches()),
+            lambda: pa.RecordBatchReader.from_batches(runs_row.schema, runs_row.to_batches()),
             committed.run_url,
             {PROPERTY_PREFIX + "table": table, PROPERTY_PREFIX + "run-url": committed.run_url},
             key_columns=("table_name", "run_url"),
@@ -140,6 +144,8 @@ def register(
         "source_parts": len(parts),
         "rows_replaced": written.rows_replaced,
         "table_rows": written.table_rows,
+        # commit races lost to other registrations (another day's run), each retried
+        "commit_conflicts": written.conflicts + runs_written.conflicts,
         "registered_at": registered_at.isoformat(),
         **asdict(lineage),
         "query_hint": query_hint(settings, table, committed.run_url, written.metadata_location),

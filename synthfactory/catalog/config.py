@@ -19,6 +19,7 @@ import argparse
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -158,7 +159,15 @@ def open_catalog(settings: CatalogSettings):
         if region and "s3.region" not in properties and "client.region" not in properties:
             properties["s3.region"] = region
     try:
-        return load_catalog(settings.name, **properties)
+        try:
+            return load_catalog(settings.name, **properties)
+        except Exception as exc:
+            if not (_is_database_error(exc) and _lost_creation_race(exc)):
+                raise
+            # A new catalog database: another step (a backfill's other day) created its
+            # tables between our look and our CREATE. They exist now.
+            time.sleep(0.5)
+            return load_catalog(settings.name, **properties)
     except (ValueError, ImportError) as exc:
         where = redact_uri(uri) if uri else "its configuration"
         raise SynthfactoryError(
@@ -182,6 +191,12 @@ def _is_database_error(exc: Exception) -> bool:
     except ImportError:  # no SQL catalog support installed: not a database error
         return False
     return isinstance(exc, SQLAlchemyError)
+
+
+def _lost_creation_race(exc: Exception) -> bool:
+    """SQLite's "table ... already exists", PostgreSQL's duplicate key on its catalogs."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return "already exists" in text or "duplicate key" in text
 
 
 def close_catalog(catalog) -> None:

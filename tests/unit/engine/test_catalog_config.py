@@ -77,3 +77,27 @@ def test_redact_uri_leaves_uris_without_password_alone():
         "postgresql://postgres@127.0.0.1:5432/test"
     )
     assert redact_uri("postgresql://u:p%40ss@h/db") == "postgresql://u:***@h/db"
+
+
+def test_a_catalog_database_another_step_created_meanwhile_opens(tmp_path, monkeypatch):
+    """Days of a backfill registering at once into a new catalog database: one creates its
+    tables between the other's look and its CREATE, which then fails "already exists"."""
+    import pyiceberg.catalog
+    from sqlalchemy.exc import OperationalError
+
+    real = pyiceberg.catalog.load_catalog
+    calls = []
+
+    def racing(name, **properties):
+        calls.append(name)
+        if len(calls) == 1:
+            real(name, **properties)  # the other step wins the race...
+            raise OperationalError("CREATE TABLE iceberg_tables", {},  # ...we lose it
+                                   Exception("table iceberg_tables already exists"))
+        return real(name, **properties)
+
+    monkeypatch.setattr(pyiceberg.catalog, "load_catalog", racing)
+    settings = resolve_catalog("race", uri=f"sqlite:///{tmp_path}/catalog.db",
+                               warehouse=f"file://{tmp_path}/warehouse")
+    catalog = open_catalog(settings)
+    assert catalog.list_namespaces() == [] and len(calls) == 2
