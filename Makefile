@@ -16,8 +16,10 @@ DEMO_DATE ?= $(shell date -u -d yesterday +%F)
 # midnight logical date showed a demo run at 13:00 as a 13-hour run in the UI.
 RUN_AFTER = $(shell date -u -d "$(DEMO_DATE) + 1 day" +%F)
 
+# var/ (corpus, runs, catalog, Airflow's database) lives here: the repository by default;
+# `make demo SYNTHFACTORY_HOME=/elsewhere` keeps it elsewhere (the tests do).
 export SYNTHFACTORY_HOME := $(HOME_DIR)
-export AIRFLOW_HOME ?= $(HOME_DIR)/var/airflow
+export AIRFLOW_HOME ?= $(SYNTHFACTORY_HOME)/var/airflow
 export AIRFLOW__CORE__DAGS_FOLDER := $(HOME_DIR)/dags
 # No AIRFLOW__CORE__PLUGINS_FOLDER: the run report plugin is the package's entry point.
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
@@ -60,24 +62,43 @@ var/models/SmolLM2-135M-Instruct/config.json: .venv-worker/.ok
 model: var/models/SmolLM2-135M-Instruct/config.json
 
 corpus: .venv-worker/.ok
-	$(WORKER) corpus --out file://$(HOME_DIR)/var/corpus --days 3 --docs-per-day 64 --end-date $(DEMO_DATE)
+	$(WORKER) corpus --out file://$(SYNTHFACTORY_HOME)/var/corpus --days 3 --docs-per-day 64 --end-date $(DEMO_DATE)
 
 $(AIRFLOW_HOME)/airflow.db: .venv/.ok
 	mkdir -p $(AIRFLOW_HOME)
 	$(AIRFLOW) db migrate > $(AIRFLOW_HOME)/migrate.log
 
+# Before Airflow starts (demo and standalone): runs an interrupted demo left `running` are
+# marked failed, one line each, and the gpu pool of the GPU steps exists (docs/adr/0127).
+LOCAL_AIRFLOW := .venv/bin/python scripts/local_airflow.py
+DEMO_LOG = $(SYNTHFACTORY_HOME)/var/demo-dag.log
+DEMO_RUN = $(AIRFLOW_HOME)/demo-run.json
+
+# Interrupted (Ctrl-C, a closed terminal, kill): the trap stops `airflow dags test` and the
+# step it runs, and marks the run failed; left alone it would stay `running` forever.
+# `dags test` runs in the background, ignoring INT (as every background job) and HUP, so
+# that the trap decides, with the process tree still there to stop (2>/dev/null: bash's
+# own "Killed" notice of the job it stopped; the script's errors still show, on fd 3).
 demo: setup corpus $(AIRFLOW_HOME)/airflow.db
-	@start=$$(date +%s); \
-	$(AIRFLOW) dags test synthetic_rephrase $(RUN_AFTER)T$$(date -u +%T)+00:00 > var/demo-dag.log 2>&1 \
-	  || { tail -n 60 var/demo-dag.log; echo "DAG run failed: see var/demo-dag.log"; exit 1; }; \
+	@$(LOCAL_AIRFLOW) prepare
+	@start=$$(date +%s); logical=$(RUN_AFTER)T$$(date -u +%T)+00:00; \
+	trap '' HUP; \
+	$(AIRFLOW) dags test synthetic_rephrase $$logical > $(DEMO_LOG) 2>&1 & pid=$$!; \
+	trap '{ $(LOCAL_AIRFLOW) interrupted --pid $$pid --logical-date $$logical 2>&3; } 3>&2 2>/dev/null; \
+	      rm -f $(DEMO_RUN); exit 130' INT TERM HUP; \
+	printf '{"pid": %s, "logical_date": "%s", "by": "make demo"}\n' $$pid $$logical > $(DEMO_RUN); \
+	wait $$pid || { rm -f $(DEMO_RUN); tail -n 60 $(DEMO_LOG); \
+	                echo "DAG run failed: see $(DEMO_LOG)"; exit 1; }; \
+	trap - INT TERM HUP; rm -f $(DEMO_RUN); \
 	.venv-worker/bin/python -m synthfactory.demo_summary \
-	  --run file://$(HOME_DIR)/var/data/synthetic_rephrase/$(DEMO_DATE) \
-	  --catalog-uri sqlite:///$(HOME_DIR)/var/catalog/catalog.db \
-	  --warehouse file://$(HOME_DIR)/var/warehouse --table synthetic.rephrased \
+	  --run file://$(SYNTHFACTORY_HOME)/var/data/synthetic_rephrase/$(DEMO_DATE) \
+	  --catalog-uri sqlite:///$(SYNTHFACTORY_HOME)/var/catalog/catalog.db \
+	  --warehouse file://$(SYNTHFACTORY_HOME)/var/warehouse --table synthetic.rephrased \
 	  --wall-seconds $$(( $$(date +%s) - start ))
 
 # corpus: partitions up to yesterday, so "Trigger" with the defaults finds its day.
 standalone: setup corpus $(AIRFLOW_HOME)/airflow.db
+	@$(LOCAL_AIRFLOW) prepare
 	PATH="$(HOME_DIR)/.venv/bin:$$PATH" $(AIRFLOW) standalone  # it starts `airflow ...` from PATH
 
 # The README's picture (docs/img/run-report.png): the Run report tab of the latest

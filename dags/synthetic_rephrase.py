@@ -138,7 +138,19 @@ params = {
     "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
                    minLength=1, section=MODEL, description="model folder (or name) for vLLM"),
     "engine_args": Param({}, type="object", section=MODEL,
-                         description="vllm.LLM arguments over the tuned defaults"),
+                         description="vllm.LLM arguments over the tuned defaults (offline "
+                                     "engine only)"),
+    "engine": Param("offline", type="string", enum=["offline", "endpoint"], section=MODEL,
+                    description="offline: vLLM inside each rephrase task (model loaded per "
+                                "task); endpoint: an OpenAI-compatible server you run (vllm "
+                                "serve, SGLang, a gateway), named by endpoint_conn_id"),
+    # null allowed, as catalog_conn_id: the form sends an emptied field as null
+    "endpoint_conn_id": Param(None, type=["null", "string"], section=MODEL,
+                              description="engine = endpoint: Airflow connection of the "
+                                          "server (host = its URL, password = API key, extra "
+                                          "{\"model\": NAME}); reaches the step as "
+                                          "environment, never argv. Kubernetes: the worker "
+                                          "Secret's SYNTHFACTORY_ENDPOINT_* instead"),
     # On Kubernetes the worker Secret's SYNTHFACTORY_CATALOG_URI is the default catalog.
     # A URI with a password (user:pw@ or ?password=) is refused before the run exists:
     # the run's conf is stored and shown; passwords travel through catalog_conn_id
@@ -174,7 +186,7 @@ with DAG(
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=SETTINGS.max_active_runs,  # days overlap; pools bound the GPUs
     params=params,
     doc_md=DOC,
     tags=["synthfactory"],
@@ -217,10 +229,12 @@ with DAG(
         arguments=["plan", "--run", RUN, "--max-groups", "{{ params.max_shard_groups }}", "--",
                    "--model", "{{ params.model }}",
                    "--engine-args", "{{ params.engine_args | tojson }}",
+                   "--engine", "{{ 'openai' if params.engine == 'endpoint' else 'vllm' }}",
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
                    "--temperature", "{{ params.temperature }}",
                    "--checkpoint-rows", "{{ params.checkpoint_rows }}",
-                   "--replicas", "{{ params.gpus_per_task }}"],
+                   "--replicas", "{{ params.gpus_per_task }}",
+                   *SETTINGS.dry_run_rephrase_options()],  # [] unless an orchestration dry run
         **RUNNER.step_kwargs("cpu", "plan_shards"),
     )
     wait = WaveCapacitySensor(  # the whole wave (pods, or the RayJob's head and workers)

@@ -45,6 +45,10 @@ def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
             f"min_quality={params['min_quality']}: needs quality_column, the seed files' "
             "column to compare with it; set quality_column or empty min_quality"
         )
+    if params.get("engine") == "endpoint" and params.get("engine_args"):
+        found.append(
+            f"engine_args={params['engine_args']}: engine = endpoint takes its engine "
+            "arguments from the server; empty engine_args or use engine = offline")
     return found
 
 

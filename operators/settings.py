@@ -23,6 +23,26 @@ def _env_seconds(name: str, default: int) -> int:
     return int(value)
 
 
+def _env_count(name: str, default: int) -> int:
+    value = _env(name, str(default)).strip()
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r}: expected a whole number of at least 1")
+    return int(value)
+
+
+def _env_delay(name: str) -> float | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 3600:
+        raise ValueError(f"{name}={value!r}: expected seconds between 0 and 3600")
+    return seconds
+
+
 @dataclass(frozen=True)
 class Settings:
     runner: str = field(default_factory=lambda: _env("SYNTHFACTORY_RUNNER", "local"))
@@ -52,6 +72,11 @@ class Settings:
     aws_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_AWS_CONN_ID", ""))
     # the catalog database's Airflow connection: the default of the DAG's catalog_conn_id
     catalog_conn_id: str = field(default_factory=lambda: _env("SYNTHFACTORY_CATALOG_CONN_ID", ""))
+    # runs of synthetic_rephrase at once (scheduled, triggered; the UI caps a backfill's
+    # own limit at it): days overlap, each day's wave admitted by the capacity sensor on
+    # its own, and the GPU steps bounded by the gpu pool's slots (docs/adr/0126)
+    max_active_runs: int = field(default_factory=lambda: _env_count(
+        "SYNTHFACTORY_MAX_ACTIVE_RUNS", 3))
     gpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_POOL", "gpu"))
     cpu_pool: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_POOL", "cpu"))
     # kubernetes runner: a Kueue LocalQueue for every pod (empty: no Kueue), and how long
@@ -70,6 +95,12 @@ class Settings:
     # whole wave, when it outgrows a node: operators/rayjob.py, docs/rephrase.md)
     rephrase_mode: str = field(default_factory=lambda: _env(
         "SYNTHFACTORY_REPHRASE_MODE", "pods"))
+
+    # Orchestration dry runs only (benchmarks/orchestration.py, docs/scale.md): every
+    # rephrase task runs the echo engine, no model, each poll taking this many seconds;
+    # its argv says so (--engine echo). Unset: the trigger form's engine, as always.
+    dry_run_echo_delay_s: float | None = field(default_factory=lambda: _env_delay(
+        "SYNTHFACTORY_DRY_RUN_ECHO_DELAY_S"))
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
@@ -92,6 +123,13 @@ class Settings:
     def kubernetes_conn_for(self, pool: str) -> str:
         """The Kubernetes connection of the cluster that runs ``pool``'s (cpu|gpu) pods."""
         return {"cpu": self.cpu_kubernetes_conn_id, "gpu": self.gpu_kubernetes_conn_id}[pool]
+
+    def dry_run_rephrase_options(self) -> list[str]:
+        """Options appended to every rephrase argv (after the DAG's own: the last
+        ``--engine`` wins); none unless SYNTHFACTORY_DRY_RUN_ECHO_DELAY_S is set."""
+        if self.dry_run_echo_delay_s is None:
+            return []
+        return ["--engine", "echo", "--echo-delay-s", f"{self.dry_run_echo_delay_s:g}"]
 
     def url(self, *parts: str) -> str:
         return "file://" + str(Path(self.home, *parts))

@@ -13,7 +13,8 @@ import os
 import pytest
 
 # Shared fixtures and hooks (tests/support/); pytest honours pytest_plugins only here.
-pytest_plugins = ["tests.support.git_clean", "tests.support.moto", "tests.support.dag_run"]
+pytest_plugins = ["tests.support.git_clean", "tests.support.moto", "tests.support.dag_run",
+                  "tests.support.scheduler"]
 
 CI_VALUES = {"1", "true", "yes"}
 

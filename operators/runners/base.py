@@ -66,6 +66,12 @@ class Runner(ABC):
         """Operator arguments that bring a catalog connection's URI to the step as
         environment, never argv."""
 
+    # -- the endpoint engine ---------------------------------------------------------
+    def endpoint_kwargs(self) -> dict[str, Any]:
+        """Operator arguments of the rephrase step that bring an endpoint connection's URL,
+        model and key to the step as environment (engine = endpoint)."""
+        return {}
+
     # -- the rephrase wave -----------------------------------------------------------
     @abstractmethod
     def wave(self, groups: str) -> list[dict[str, Any]]:
@@ -95,7 +101,8 @@ class Runner(ABC):
         def shard(rephrase_argv: list[str], validate_argv: list[str]) -> None:
             """One shard group: its validation starts as soon as its own rephrase ends."""
             rephrase = step(task_id="rephrase", arguments=rephrase_argv,  # one Kueue gang a wave
-                            **self.step_kwargs("gpu", "rephrase", gang_size=groups))
+                            **self.step_kwargs("gpu", "rephrase", gang_size=groups),
+                            **self.endpoint_kwargs())
             validate = step(task_id="validate", arguments=validate_argv,
                             **self.step_kwargs("cpu", "validate"))
             rephrase >> validate

@@ -43,6 +43,9 @@ class KubernetesRunner(Runner):
     def catalog_kwargs(self) -> dict[str, Any]:
         return {}  # the pod reads the URI from its Secret (envFrom): nothing secret in its spec
 
+    # endpoint_kwargs: none either; with engine = endpoint the rephrase pod reads
+    # SYNTHFACTORY_ENDPOINT_URL/_MODEL/_API_KEY from the same Secret (docs/rephrase.md)
+
     def wave(self, groups: str) -> list[dict[str, Any]]:
         """Every shard group's pod of each pool, with the pod policy's requests."""
         from synthfactory_airflow.operators.kubernetes import POLICIES, per_gpu_template

@@ -27,6 +27,11 @@ class LocalRunner(Runner):
             "retry_delay": timedelta(seconds=10),
             "retry_exponential_backoff": True,
             "max_retry_delay": timedelta(minutes=2),
+            # GPU steps of all runs at once (days overlap: max_active_runs) share this
+            # machine's GPUs: one slot of the gpu pool each. `make standalone` creates the
+            # pool, one slot per GPU (1 without); size it in Admin > Pools (docs/adr/0126).
+            # CPU steps are bounded by Airflow's parallelism (the core count).
+            **({"pool": self.settings.gpu_pool} if kind == "gpu" else {}),
         }
 
     @property
@@ -36,6 +41,11 @@ class LocalRunner(Runner):
     def catalog_kwargs(self) -> dict[str, Any]:
         # resolved into $SYNTHFACTORY_CATALOG_URI when the step starts; null Param: none
         return {"catalog_conn_id": "{{ params.catalog_conn_id or '' }}"}
+
+    def endpoint_kwargs(self) -> dict[str, Any]:
+        # resolved into $SYNTHFACTORY_ENDPOINT_* when the rephrase step starts
+        return {"endpoint_conn_id":
+                "{{ params.endpoint_conn_id or '' if params.engine == 'endpoint' else '' }}"}
 
     def wave(self, groups: str) -> list[dict[str, Any]]:
         # One worker process of a kind at a time on one machine: what it needs here (vLLM

@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
 
-from kubernetes.utils.quantity import parse_quantity
-
 CPU = "cpu"
 MEMORY = "memory"
 GPU = "nvidia.com/gpu"
@@ -33,6 +31,10 @@ def parse_resource(name: str, value: str | int | float) -> int:
 
     Rounded up, as Kubernetes rounds a request it cannot represent exactly.
     """
+    # imported here: `kubernetes.utils` loads the whole client (seconds of CPU), and every
+    # task process parses the DAG file, which imports the sensor (benchmarks/orchestration.py)
+    from kubernetes.utils.quantity import parse_quantity
+
     try:
         quantity = parse_quantity(value)
     except (ValueError, TypeError) as exc:

@@ -224,3 +224,40 @@ def test_templates_url_reaches_stitch_and_null_means_the_shipped_ones(dags):
                         "--templates-url=s3://lab/templates")):
         argv = rendered(stitch, context(dag, run_params(dag, conf)))
         assert [a for a in argv if a.startswith("--templates-url")] == [flag]
+
+
+@pytest.mark.parametrize("mode", ["local", "kubernetes"])
+def test_engine_endpoint_reaches_every_rephrase_as_engine_openai(engine, dags, mode):
+    from synthfactory_airflow.operators.param_rules import problems
+
+    dag = dags[mode]["synthetic_rephrase"]
+    conf = {"engine": "endpoint", "endpoint_conn_id": "team_llm"}
+    assert problems(run_params(dag, conf), conf, dag.params) == []
+    lines, _ = contract_failures(engine, dag, conf, f"engine endpoint, {mode} runner")
+    assert lines == []
+    for given, engine_flag in ((conf, "openai"), ({}, "vllm")):
+        _, now, _ = step_argvs(dag, given)
+        plan_argv = dict(now)["plan_shards"]
+        assert plan_argv[plan_argv.index("--engine") + 1] == engine_flag
+
+
+def test_the_endpoint_connection_goes_to_rephrase_only_when_the_engine_is_endpoint(dags):
+    dag = dags["local"]["synthetic_rephrase"]
+    rephrase = dag.get_task("shard.rephrase")
+    template = rephrase.endpoint_conn_id  # an operator in a mapped group: fields as given
+    env = dag.get_template_env()
+    for conf, expected in (({"engine": "endpoint", "endpoint_conn_id": "team_llm"}, "team_llm"),
+                           ({"engine": "offline", "endpoint_conn_id": "team_llm"}, ""),
+                           ({"engine": "endpoint"}, "")):
+        assert env.from_string(template).render(params=run_params(dag, conf)) == expected
+    assert not dag.get_task("shard.validate").endpoint_conn_id
+
+
+def test_engine_args_with_the_endpoint_engine_are_refused_before_the_run(dags):
+    from synthfactory_airflow.operators.param_rules import problems
+
+    dag = dags["local"]["synthetic_rephrase"]
+    conf = {"engine": "endpoint", "endpoint_conn_id": "llm", "engine_args": {"max_num_seqs": 8}}
+    assert problems(run_params(dag, conf), conf, dag.params) == [
+        "engine_args={'max_num_seqs': 8}: engine = endpoint takes its engine arguments from "
+        "the server; empty engine_args or use engine = offline"]

@@ -8,6 +8,9 @@ registered in tests/conftest.py's ``pytest_plugins``; the rest are imported by n
 - airflow_home: an Airflow home's environment and its ``airflow db migrate``
 - airflow_standalone: a real ``airflow standalone`` for scheduler and UI tests
 - dag_run: the session's whole DAG run and its services (fixtures)
+- scheduler: the session's one real scheduler (`make standalone`) after two interrupted
+  demos, for the backfill and left-behind-run tests (fixture ``scheduler``)
+- echo_worker: a worker console script whose rephrase runs the echo engine, slowly
 - events: a stand-in for Airflow's outlet-events accessor
 - shards: prompt shards for the echo engine and for the real model
 - run_folders: a committed run folder as stitch, rephrase and validate leave it

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from pathlib import Path
 from tests.support.airflow_home import airflow_env
 from tests.support.paths import AIRFLOW, MODEL, WORKER
 from tests.support.ports import free_port
+
+GPU_POOL = "gpu"  # the local runner's GPU steps take a slot each (SYNTHFACTORY_GPU_POOL)
 
 
 class Api:
@@ -38,6 +41,31 @@ class Api:
                      **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read() or b"{}")
+
+
+def while_locked(call, seconds: float = 180):
+    """Retry a call the API server answers 503: on SQLite it does so while the scheduler
+    holds the database lock ("Database is locked"), for long on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(3)
+
+
+def ensure_pool(api: Api, name: str, slots: int) -> None:
+    """The Airflow pool ``name`` with ``slots`` slots, created or resized."""
+    try:
+        while_locked(lambda: api.call("PATCH", f"/api/v2/pools/{name}?update_mask=slots", {
+            "name": name, "slots": slots, "include_deferred": False}))  # checked whole
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        while_locked(lambda: api.call("POST", "/api/v2/pools", {
+            "name": name, "slots": slots, "include_deferred": False}))
 
 
 def wait_for(predicate, seconds: float, what: str, every: float = 2.0):
@@ -78,14 +106,18 @@ def write_corpus(home: Path, end_date: str, days: int, docs_per_day: int) -> Non
 
 
 @contextlib.contextmanager
-def standalone(home: Path, extra_env: dict[str, str] | None = None) -> Iterator[Standalone]:
-    """`airflow standalone` with AIRFLOW_HOME under ``home``; yields once the API server
-    answers and the admin can log in; stops the whole process group on exit."""
+def standalone(home: Path, extra_env: dict[str, str] | None = None,
+               command: list[str] | None = None, gpu_slots: int = 1) -> Iterator[Standalone]:
+    """`airflow standalone` (or ``command``, e.g. `make standalone`) with AIRFLOW_HOME under
+    ``home``; yields once the API server answers and the admin can log in, and the gpu
+    pool the GPU steps take exists (``gpu_slots`` slots, unless it did already); stops the
+    whole process group on exit."""
     port = free_port()
     env = {**airflow_env(home / "airflow"),
            "AIRFLOW__CORE__PARALLELISM": "2",
            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
            "AIRFLOW__API__PORT": str(port),
+           "AIRFLOW__API__HOST": "127.0.0.1",  # test traffic stays on the loopback
            # the log servers' fixed defaults (8793, 8794) would clash with another
            # standalone on the machine
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
@@ -103,7 +135,7 @@ def standalone(home: Path, extra_env: dict[str, str] | None = None) -> Iterator[
            **(extra_env or {})}
     log_path = home / "standalone.log"
     log = open(log_path, "w")
-    proc = subprocess.Popen([str(AIRFLOW), "standalone"], env=env, stdout=log,
+    proc = subprocess.Popen(command or [str(AIRFLOW), "standalone"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -114,7 +146,14 @@ def standalone(home: Path, extra_env: dict[str, str] | None = None) -> Iterator[
         password = json.loads(passwords.read_text())["admin"]
         token = Api(base).call("POST", "/auth/token",
                                {"username": "admin", "password": password})["access_token"]
-        yield Standalone(Api(base, token), base, home, password, log_path)
+        api = Api(base, token)
+        try:  # `make standalone` creates it (scripts/local_airflow.py): leave it as it is
+            while_locked(lambda: api.call("GET", f"/api/v2/pools/{GPU_POOL}"))
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+            ensure_pool(api, GPU_POOL, gpu_slots)
+        yield Standalone(api, base, home, password, log_path)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the whole group: scheduler, API server, ...
         try:

@@ -1,30 +1,29 @@
-"""Scheduled runs and a backfill under a real Airflow scheduler (`airflow standalone`:
-scheduler, DAG processor, triggerer and API server on SQLite, LocalExecutor). Unpausing
-the DAG (catchup off) schedules the latest interval; a backfill adds two earlier days.
-Every run reads only its own day's partition and writes its own run folder. The days
-come from today's date in UTC, as the real scheduler sees it (it cannot be frozen from
-here: it runs in its own processes)."""
+"""Scheduled runs and backfills under a real Airflow scheduler (`make standalone`:
+scheduler, DAG processor, triggerer and API server on SQLite, LocalExecutor; the session's
+one, support/scheduler.py).
+
+Every run reads only its own day's partition and writes its own run folder. Days overlap
+(the DAG's max_active_runs, SYNTHFACTORY_MAX_ACTIVE_RUNS, default 3): a backfill of three
+days runs their rephrase waves at once when the gpu pool has a slot for each, and one at
+a time when it has one slot, read from the task instances' start and end dates in the
+metadata database (the scheduler's own records). The days come from today's date in
+UTC, as the real scheduler sees it. Rephrase runs the echo engine, each for
+support/scheduler.py's REPHRASE_S seconds.
+"""
 
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
-import pytest
+from tests.support.airflow_standalone import ensure_pool
+from tests.support.scheduler import DAG, REPHRASE_S, backfill, wait_for_runs
 
-from tests.support.airflow_standalone import make_home, standalone, wait_for, write_corpus
-from tests.support.paths import MODEL, WORKER
-
-pytestmark = pytest.mark.skipif(
-    not (WORKER.exists() and (MODEL / "config.json").exists()),
-    reason="needs .venv-worker and the prepared model (make setup)",
-)
-
-
-def utc_today() -> date:
-    return datetime.now(UTC).date()
+# small runs: three documents a day, one shard, one rephrase task per day
+CONF = {"templates": ["summary"], "shard_tokens": 2048, "max_new_tokens": 16,
+        "checkpoint_rows": 2, "max_shard_groups": 1, "smoke_steps": 2,
+        "spark_partitions": 1}
+RUNS_S = 1800  # three days of Spark, register and torch on a loaded 2-core machine
 
 
 def scheduled_day(today: date) -> str:
@@ -33,75 +32,96 @@ def scheduled_day(today: date) -> str:
     return (today - timedelta(days=1)).isoformat()
 
 
-def backfill_days(today: date) -> list[str]:
-    """Two days before the scheduled one (a backfill's logical date = interval start)."""
-    return [(today - timedelta(days=n)).isoformat() for n in (3, 2)]
+def _run_folder(scheduler, day: str):
+    return scheduler.home / "var" / "data" / "synthetic_rephrase" / day
 
 
-def _while_locked(call, seconds: float = 180):
-    """Retry a call the API server answers 503: on SQLite it does so while the scheduler
-    holds the database lock ("Database is locked"), for long on a loaded machine."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return call()
-        except urllib.error.HTTPError as exc:
-            if exc.code != 503 or time.monotonic() > deadline:
-                raise
-        time.sleep(3)
+def _log_tail(scheduler) -> str:
+    return scheduler.standalone_log.read_text()[-3000:]
 
 
-@pytest.fixture(scope="module")
-def scheduler(tmp_path_factory):
-    """`airflow standalone` (support/airflow_standalone.py) whose DAG defaults live in this test's
-    folder, with a corpus of the five days up to today (today's too: if the test runs
-    across midnight the scheduler picks it)."""
-    home = tmp_path_factory.mktemp("standalone")
-    make_home(home)
-    today = utc_today()
-    write_corpus(home, today.isoformat(), days=5, docs_per_day=3)
-    with standalone(home) as airflow:
-        yield airflow.api, home, today
+def _reads_its_own_day(scheduler, day: str) -> None:
+    run = _run_folder(scheduler, day)
+    summary = json.loads((run / "manifest" / "_SUMMARY.json").read_text())
+    assert summary["objects"] == 1 and summary["partitions"] == 1  # its own day only
+    plan = json.loads((run / "prompts" / "shards.json").read_text())
+    assert plan["rows_in"] == 3
+    assert list(run.glob("generated/*/_COMMITTED.json"))
 
 
-def test_scheduled_run_and_backfill_each_read_their_own_day(scheduler):
-    api, tmp, today = scheduler
-    backfill = backfill_days(today)
-    wait_for(lambda: api.call("GET", "/api/v2/dags/synthetic_rephrase"), 180, "the DAG to parse")
-    conf = {"source": f"file://{tmp}/var/corpus", "output_root": f"file://{tmp}/var/data",
-            "catalog_uri": f"sqlite:///{tmp}/var/catalog/catalog.db",
-            "warehouse": f"file://{tmp}/var/warehouse", "templates": ["summary"],
-            "shard_tokens": 2048, "max_new_tokens": 16, "checkpoint_rows": 2,
-            "max_shard_groups": 1, "smoke_steps": 2}
-    created = _while_locked(lambda: api.call("POST", "/api/v2/backfills", {
-        "dag_id": "synthetic_rephrase", "from_date": f"{backfill[0]}T00:00:00Z",
-        "to_date": f"{backfill[-1]}T00:00:00Z", "max_active_runs": 1,
-        "dag_run_conf": conf}))
-    _while_locked(lambda: api.call("PATCH", "/api/v2/dags/synthetic_rephrase",
-                                   {"is_paused": False}))
+def _overlaps(intervals) -> set[frozenset[str]]:
+    """Pairs of runs whose intervals ((run_id, map_index, start, end)) overlap in time."""
+    pairs = set()
+    for i, (run_a, _, start_a, end_a) in enumerate(intervals):
+        for run_b, _, start_b, end_b in intervals[i + 1:]:
+            if run_a != run_b and start_a < end_b and start_b < end_a:
+                pairs.add(frozenset((run_a, run_b)))
+    return pairs
 
-    def finished():
-        runs = api.call("GET", "/api/v2/dags/synthetic_rephrase/dagRuns")["dag_runs"]
-        kinds = {r["run_type"] for r in runs}
-        done = all(r["state"] in ("success", "failed") for r in runs)
-        return runs if done and kinds == {"backfill", "scheduled"} and len(runs) == 3 else None
 
-    # three whole runs (Spark, vLLM) one after another: well over 20 min on a loaded machine
-    runs = wait_for(finished, 2700, "the scheduled run and the backfill's runs")
-    assert created["id"] >= 1
-    log_tail = (tmp / "standalone.log").read_text()[-3000:]
-    assert {r["state"] for r in runs} == {"success"}, log_tail
-    days = {r["run_type"]: [] for r in runs}
-    for r in runs:
-        days[r["run_type"]].append(r["data_interval_start"][:10])
-    assert sorted(days["backfill"]) == backfill
-    # catchup off: only the latest interval (the one after midnight if the test crossed it)
-    (scheduled,) = days["scheduled"]
-    assert scheduled in {scheduled_day(today), scheduled_day(utc_today())}
-    for day in [*backfill, scheduled]:
-        run = tmp / "var" / "data" / "synthetic_rephrase" / day
-        summary = json.loads((run / "manifest" / "_SUMMARY.json").read_text())
-        assert summary["objects"] == 1 and summary["partitions"] == 1  # its own day only
-        plan = json.loads((run / "prompts" / "shards.json").read_text())
-        assert plan["rows_in"] == 3
-        assert list(run.glob("generated/*/_COMMITTED.json"))
+def _most_at_once(intervals) -> int:
+    events = sorted([(s, 1) for _, _, s, _ in intervals] + [(e, -1) for _, _, _, e in intervals],
+                    key=lambda ev: (ev[0], ev[1]))  # an end before a start at the same instant
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def _backfill_three_days(scheduler, days: list[str], gpu_slots: int):
+    """A backfill of ``days`` as many at once as the DAG allows (the UI's Backfill form
+    caps its max_active_runs at the DAG's), with ``gpu_slots`` in the gpu pool; the
+    finished runs and each day's shard.rephrase interval from the scheduler's records."""
+    dag = scheduler.api.call("GET", f"/api/v2/dags/{DAG}")
+    assert dag["max_active_runs"] == 3  # SYNTHFACTORY_MAX_ACTIVE_RUNS' default
+    ensure_pool(scheduler.api, "gpu", gpu_slots)
+    backfill(scheduler, days, CONF, max_active_runs=dag["max_active_runs"])
+    runs = wait_for_runs(scheduler, "backfill", days, RUNS_S)
+    assert {r["state"] for r in runs} == {"success"}, _log_tail(scheduler)
+    run_ids = [r["dag_run_id"] for r in runs]
+    rephrase = scheduler.timeline(run_ids, "shard.rephrase")
+    assert sorted(r for r, *_ in rephrase) == sorted(run_ids)  # one wave (task) a day
+    for _, _, start, end in rephrase:
+        assert (end - start).total_seconds() >= REPHRASE_S
+    print(f"gpu pool {gpu_slots} slot(s); shard.rephrase per day:")
+    for run_id, _, start, end in rephrase:
+        print(f"  {run_id}  {start:%H:%M:%S} - {end:%H:%M:%S}")
+    return runs, rephrase
+
+
+def test_a_backfill_runs_its_days_rephrase_waves_at_once_when_capacity_allows(scheduler):
+    """Three days, a GPU slot for each and more: each day's wave is admitted on its own,
+    all three generate at the same time, and each day reads and writes its own."""
+    days = [scheduler.day(6), scheduler.day(5), scheduler.day(4)]
+    _, rephrase = _backfill_three_days(scheduler, days, gpu_slots=8)
+    assert _most_at_once(rephrase) == 3, rephrase
+    assert len(_overlaps(rephrase)) == 3  # every pair of days overlapped
+    for day in days:
+        _reads_its_own_day(scheduler, day)
+
+
+def test_a_backfill_runs_its_days_rephrase_waves_one_at_a_time_when_it_does_not(scheduler):
+    """Three days, one GPU slot: the days still overlap (crawl and stitch run side by
+    side), but their rephrase waves queue for the slot, one after the other."""
+    days = [scheduler.day(9), scheduler.day(8), scheduler.day(7)]
+    runs, rephrase = _backfill_three_days(scheduler, days, gpu_slots=1)
+    assert _overlaps(rephrase) == set(), rephrase
+    for (_, _, _, end), (_, _, start, _) in zip(rephrase, rephrase[1:], strict=False):
+        assert end <= start
+    # what serialised them was the pool, not the runs: the runs overlapped
+    spans = [(r["dag_run_id"], 0, datetime.fromisoformat(r["start_date"]),
+              datetime.fromisoformat(r["end_date"])) for r in runs]
+    assert _most_at_once(spans) >= 2, spans
+    # every GPU step of those days took the one slot in turn: the smoke tests too
+    gpu = sorted([*rephrase, *scheduler.timeline([r["dag_run_id"] for r in runs],
+                                                 "smoke_test_training")], key=lambda t: t[2])
+    assert _most_at_once(gpu) == 1, gpu
+
+
+def test_the_scheduled_run_reads_its_own_day(scheduler):
+    """Unpausing (catchup off) scheduled the latest complete interval only; it ran beside
+    whatever else the session ran."""
+    (run,) = wait_for_runs(scheduler, "scheduled", [scheduled_day(scheduler.today)], RUNS_S)
+    assert run["state"] == "success", _log_tail(scheduler)
+    _reads_its_own_day(scheduler, run["data_interval_start"][:10])
