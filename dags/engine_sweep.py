@@ -1,5 +1,7 @@
-"""engine_sweep: measure vLLM engine configurations on a sample prompt shard and write
-the backed-off winner next to the model, where synthetic_rephrase's workers read it.
+"""engine_sweep: measure vLLM engine configurations (or, against an OpenAI-compatible
+endpoint, the client's max_in_flight) on a sample prompt shard; write the decision next
+to the model, where synthetic_rephrase's workers read it, when a candidate beats the
+defaults by more than the rounds' spread.
 
 Thin by design: one GPU-pool step running ``synthfactory sweep`` through the runner;
 the command itself runs each configuration in its own process inside that step.
@@ -31,13 +33,21 @@ Grid-searches vLLM engine arguments (`max_num_seqs`, `max_num_batched_tokens`,
 
 * **grid**: a list of engine-argument objects, or `{param: [values]}` for every
   combination. The built-in defaults (`{}`) are always measured as the baseline.
+* Every entry is scaled down by **safety_margin** before it is measured: what is
+  measured is what would be written. GPU-only entries are skipped on the CPU build.
+* Successive halving: the candidates and the defaults are measured in alternating
+  rounds; a candidate wins only when its median beats the defaults' by more than the
+  rounds' spread, otherwise the defaults stay (the log says so in one line).
 * Each configuration runs in its own process after a warm-up; out-of-memory and invalid
   combinations are recorded as failed and the sweep goes on.
 * Results: `{output_root}/engine_sweep/{run}/results.parquet`, `sweep.png`,
-  `winner.json`, the table in the task log.
-* With **apply**, the fastest configuration, scaled down by **safety_margin**, is
-  written to `{model}/synthfactory-engine.json`: the default engine arguments of
-  `synthetic_rephrase` for that model (its `engine_args` param still overrides them).
+  `winner.json` (medians, spreads and rounds behind the decision), the table in the log.
+* With **apply**, the decision is written to `{model}/synthfactory-engine.json`: the
+  default engine arguments of `synthetic_rephrase` for that model (its `engine_args`
+  param still overrides them).
+* **engine** = endpoint: the sweep runs against the OpenAI-compatible server of
+  **endpoint_conn_id** and its grid varies `max_in_flight` (e.g.
+  `{"max_in_flight": [32, 64, 128]}`); the decision goes to `winner.json` only.
 
 See docs/sweep.md.
 """
@@ -61,6 +71,13 @@ params = {
                    description="write the winner to {model}/synthfactory-engine.json"),
     "output_root": Param(SETTINGS.url("var", "data"), type="string", minLength=1,
                          description="where sweep folders are written (file:// or s3://)"),
+    "engine": Param("offline", type="string", enum=["offline", "endpoint"],
+                    description="offline: vLLM in the task; endpoint: the OpenAI-compatible "
+                                "server of endpoint_conn_id (grid: max_in_flight)"),
+    "endpoint_conn_id": Param(None, type=["null", "string"],
+                              description="engine = endpoint: Airflow connection of the "
+                                          "server (host: its URL, password: its API key, "
+                                          "extra.model: the served model)"),
     "sweep_name": Param("", type="string", pattern=r"^[A-Za-z0-9._-]*$",
                         description="folder name to resume into (default: the run id)"),
 }
@@ -84,6 +101,8 @@ with DAG(
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
                    "--gpu-hour-cost", "{{ params.gpu_hour_cost }}",
                    "--safety-margin", "{{ params.safety_margin }}",
-                   "{{ '--apply' if params.apply else '--no-apply' }}"],
+                   "{{ '--apply' if params.apply else '--no-apply' }}",
+                   "--engine", "{{ 'openai' if params.engine == 'endpoint' else 'vllm' }}"],
         **RUNNER.step_kwargs("gpu", "engine_sweep"),
+        **RUNNER.endpoint_kwargs(),
     )

@@ -5,7 +5,11 @@ next to the model.
 
     synthfactory sweep --shard URL --model DIR --grid FILE|JSON --out URL \\
         [--gpu-hour-cost C] [--sample-rows N] [--max-new-tokens T] [--safety-margin F] \\
-        [--rounds R]
+        [--rounds R] [--engine openai --endpoint URL [--served-model NAME]]
+
+With ``--engine openai`` the configurations are the client's knobs (``max_in_flight``)
+against a server someone else started; the decision is written to winner.json only
+(the server's model folder is not ours to write into).
 
 Every trial is its own process, one after another (each needs the whole device); a
 rerun with the same ``--out`` reuses every round already measured there.
@@ -15,18 +19,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import tempfile
 from pathlib import Path
 
 from synthfactory import storage
 from synthfactory.cli_types import positive_float
+from synthfactory.contract import ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
 from synthfactory.errors import SynthfactoryError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.engines import has_cuda
 from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.sweep import report
 from synthfactory.sweep.decision import check_rounds, decide
-from synthfactory.sweep.grid import config_key, config_label, expand_grid, gpu_only, load_grid
+from synthfactory.sweep.grid import (
+    check_endpoint_config,
+    config_key,
+    config_label,
+    expand_grid,
+    gpu_only,
+    load_grid,
+)
 from synthfactory.sweep.halving import halve
 from synthfactory.sweep.results import SweepFolder
 from synthfactory.sweep.runner import run_trial
@@ -68,6 +81,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rerun trials that failed in an earlier run")
     parser.add_argument("--trial-timeout", type=positive_float, default=1800,
                         help="seconds one trial may take")
+    parser.add_argument("--engine", choices=("vllm", "openai"), default="vllm",
+                        help="vllm: vLLM's offline engine, one process per trial; openai: "
+                             "an OpenAI-compatible server (--endpoint), sweeping client "
+                             "knobs (max_in_flight)")
+    parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
+                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
+                             "the API key only ever comes from the environment")
+    parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
+                        help="--engine openai: the model name the server serves (default "
+                             f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
+    parser.add_argument("--endpoint-retry-s", type=positive_float, default=600.0,
+                        help="--engine openai: how long one request may keep failing")
 
 
 def sample_rows(total: int, wanted: int) -> list[int]:
@@ -87,6 +112,13 @@ def _check(args: argparse.Namespace) -> None:
         raise SynthfactoryError("--gpu-hour-cost must not be negative")
     check_margin(args.safety_margin)
     check_rounds(args.rounds)
+    if args.engine == "openai":
+        if not args.endpoint:
+            raise SynthfactoryError("--engine openai: give --endpoint URL (or set "
+                                    f"{ENDPOINT_URL_ENV})")
+        from synthfactory.rephrase.endpoint import api_base
+
+        api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
 
 
 def _shard_rows(shard: str) -> int:
@@ -100,13 +132,15 @@ def _shard_rows(shard: str) -> int:
     return table.num_rows
 
 
-def candidates(entries: list[dict], margin: float, cuda: bool) -> tuple[list[dict], dict]:
+def candidates(entries: list[dict], margin: float, cuda: bool,
+               endpoint: bool = False) -> tuple[list[dict], dict]:
     """Each grid entry backed off by ``margin``: what is measured is what would be
-    written. Entries the CPU build cannot run are left out on the CPU, with why."""
+    written. Entries the CPU build cannot run are left out on the CPU, with why (an
+    endpoint's device is the server's: nothing is skipped there)."""
     out: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for entry in entries:
-        reason = None if cuda else gpu_only(entry)
+        reason = None if cuda or endpoint else gpu_only(entry)
         if reason:
             skipped[config_label(entry)] = reason
             continue
@@ -120,14 +154,17 @@ def candidates(entries: list[dict], margin: float, cuda: bool) -> tuple[list[dic
 
 def run(args: argparse.Namespace) -> dict:
     _check(args)
+    endpoint = args.engine == "openai"
     model = args.model or str(default_model_dir())
-    if args.apply and not Path(model).is_dir():  # say so before hours of measuring
+    if args.apply and not endpoint and not Path(model).is_dir():  # say so before hours
         raise SynthfactoryError(f"--model {model}: not a local folder, so the winner cannot "
                                 "be written next to it (use --no-apply)")
     entries = expand_grid(load_grid(args.grid), baseline=False)
     for config in entries:  # a misspelt key fails now, not as a failed trial an hour later
-        check_engine_args(config, f"--grid configuration {config_label(config)}")
-    pool, skipped = candidates(entries, args.safety_margin, has_cuda())
+        where = f"--grid configuration {config_label(config)}"
+        check_endpoint_config(config, where) if endpoint else check_engine_args(config, where)
+    pool, skipped = candidates(entries, args.safety_margin, not endpoint and has_cuda(),
+                               endpoint)
     for label, reason in skipped.items():
         print(f"skipped on the CPU build, GPU-only: {label} ({reason})", flush=True)
     if not pool:
@@ -141,12 +178,16 @@ def run(args: argparse.Namespace) -> dict:
     folder = SweepFolder(args.out)
     # Same sample and same candidates, or a resumed round would not be the round it
     # pretends to be; more --rounds extend a sweep.
+    served = ({"url": args.endpoint, "served_model": args.served_model} if endpoint else None)
     folder.claim({"shard": shard, "model": model, "rows": rows, "sampling": sampling,
-                  "warmup_rows": args.warmup_rows, "candidates": [c["key"] for c in pool]})
-    # A plain dict per trial: whatever the trial process needs travels in it.
+                  "warmup_rows": args.warmup_rows, "candidates": [c["key"] for c in pool],
+                  **({"endpoint": served} if endpoint else {})})
+    # A plain dict per trial: whatever the trial process needs travels in it (never the
+    # endpoint's key: the trial reads it from the environment it inherits).
     spec = {"model": model, "shard": shard, "rows": rows, "sampling": sampling,
             "warmup_rows": min(args.warmup_rows, len(rows)),
-            "warmup_tokens": min(16, args.max_new_tokens)}
+            "warmup_tokens": min(16, args.max_new_tokens),
+            **({"endpoint": {**served, "retry_s": args.endpoint_retry_s}} if endpoint else {})}
     measure = _Measure(folder, spec, args)
     halving = halve(measure, DEFAULTS, pool, args.rounds)
     finalist = halving["finalist"]
@@ -231,7 +272,13 @@ def _winner(decision: dict | None, halving: dict, rows: list[dict],
                    "max_new_tokens": args.max_new_tokens},
     }
     engine_args = applied["config"]
-    applied_to = write_tuned(model, engine_args, provenance) if args.apply else None
+    if args.engine == "openai":  # the server's model folder is not ours: say how to use it
+        provenance["endpoint"] = {"url": args.endpoint, "served_model": args.served_model}
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in engine_args.items())
+        print(f"not written next to a model (an endpoint's client knobs): rephrase with "
+              f"{flags or 'the defaults'}", flush=True)
+    applied_to = (write_tuned(model, engine_args, provenance)
+                  if args.apply and args.engine != "openai" else None)
     storage.write_json(folder.winner_url, {"engine_args": engine_args,
                                            "provenance": provenance, "applied_to": applied_to})
     return {"engine_args": engine_args, "label": applied["label"], "applied_to": applied_to,

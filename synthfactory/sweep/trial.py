@@ -5,7 +5,8 @@ A process per configuration because vLLM does not give its memory back, an
 out-of-memory error can leave CUDA unusable, and an invalid combination can fail
 anywhere between argument parsing and the first step. The child builds the worker's own
 engine (``VllmEngine``: built-in defaults under the configuration, the chat template
-through ``enqueue_chat``), warms it up, then times the sample. It writes its result file
+through ``enqueue_chat``; or, against an endpoint, the endpoint engine with the
+configuration's client knobs), warms it up, then times the sample. It writes its result file
 and exits 0, or writes the error and exits 1; a child killed outright (the kernel's
 OOM killer) writes nothing, and the parent records that.
 """
@@ -77,30 +78,62 @@ def _peak_rss_mb() -> float:
     return round(max(own, children) / 1024, 1)
 
 
-def measure(spec: dict) -> dict:
+def _vllm_engine(spec: dict):
     from synthfactory.rephrase.engines import VllmEngine
 
-    conversations = read_conversations(spec["shard"], spec["rows"])
-    started = time.monotonic()
-    engine = VllmEngine(spec["model"], spec["config"], spec["sampling"])
-    startup_s = time.monotonic() - started
-    # Warm-up: a few short requests pay the first-step costs outside the timed run.
+    return VllmEngine(spec["model"], spec["config"], spec["sampling"])
+
+
+def _endpoint_engine(spec: dict):
+    """The rephrase worker's own endpoint engine; its key comes from the environment."""
+    from synthfactory.rephrase.engine_spec import EngineSpec
+
+    endpoint = spec["endpoint"]
+    return EngineSpec(model=spec["model"], sampling=spec["sampling"], engine="openai",
+                      endpoint=endpoint["url"], served_model=endpoint.get("served_model"),
+                      endpoint_retry_s=endpoint["retry_s"],
+                      max_in_flight=spec["config"].get("max_in_flight", 256)).build()
+
+
+def _warm_up(engine, spec: dict, conversations: list[list[dict]]) -> float:
+    """A few short requests pay the first-step costs outside the timed run."""
+    if not spec["warmup_rows"]:
+        return 0.0
+    few = conversations[: spec["warmup_rows"]]
+    if spec.get("endpoint"):
+        saved = engine.sampling
+        engine.sampling = {**saved, "max_tokens": spec["warmup_tokens"]}
+        try:
+            return drain(engine, few)["seconds"]
+        finally:
+            engine.sampling = saved
     from vllm import SamplingParams
 
-    timed_params, warmup_s = engine.params, 0.0
-    if spec["warmup_rows"]:
-        engine.params = SamplingParams(**{**spec["sampling"],
-                                          "max_tokens": spec["warmup_tokens"]})
-        warmup_s = drain(engine, conversations[: spec["warmup_rows"]])["seconds"]
+    timed_params = engine.params
+    engine.params = SamplingParams(**{**spec["sampling"], "max_tokens": spec["warmup_tokens"]})
+    try:
+        return drain(engine, few)["seconds"]
+    finally:
         engine.params = timed_params
+
+
+def measure(spec: dict) -> dict:
+    conversations = read_conversations(spec["shard"], spec["rows"])
+    started = time.monotonic()
+    engine = _endpoint_engine(spec) if spec.get("endpoint") else _vllm_engine(spec)
+    startup_s = time.monotonic() - started
+    warmup_s = _warm_up(engine, spec, conversations)
     run = drain(engine, conversations)
-    if run["rejected"]:
-        raise RuntimeError(f"{run['rejected']} of {len(conversations)} requests rejected "
-                           f"by the engine: {run['rejection']}")
+    if run["rejected"] or engine.rejections:
+        raise RuntimeError(f"{max(run['rejected'], len(engine.rejections))} of "
+                           f"{len(conversations)} requests rejected by the engine: "
+                           f"{run['rejection']}")
     seconds = run["seconds"]
+    effective = ({"max_in_flight": engine.engine_args["max_in_flight"]}
+                 if spec.get("endpoint") else _effective(engine))
     return {
         "status": "ok", "device": engine.device, "engine_args": engine.engine_args,
-        "effective": _effective(engine), "startup_s": round(startup_s, 3),
+        "effective": effective, "startup_s": round(startup_s, 3),
         "warmup_s": round(warmup_s, 3), "generation_s": round(seconds, 3),
         "requests": run["requests"], "prompt_tokens": run["prompt_tokens"],
         "output_tokens": run["output_tokens"],
@@ -108,6 +141,7 @@ def measure(spec: dict) -> dict:
         "prompt_tokens_per_s": round(run["prompt_tokens"] / seconds, 2),
         # CPU seconds per wall second of the timed run: on a shared machine, a figure
         # well below the cores given to vLLM means the trial was starved, not slow.
+        # (Against an endpoint it is the client's share: the server's is not ours.)
         "cpu_share": round(run["cpu_seconds"] / seconds, 2),
     }
 

@@ -15,7 +15,8 @@ from synthfactory.rephrase.engine_args import TUNED_FILE
 
 # Arguments that size the batch or the memory pool: the ones that run out of memory
 # when production prompts are longer than the sample's. Everything else is kept as is.
-SCALED_INTS = ("max_num_seqs", "max_num_batched_tokens")
+# max_in_flight is the endpoint's analogue of max_num_seqs: the load given to the server.
+SCALED_INTS = ("max_num_seqs", "max_num_batched_tokens", "max_in_flight")
 SCALED_FRACTIONS = ("gpu_memory_utilization",)
 
 

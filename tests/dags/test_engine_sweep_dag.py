@@ -62,7 +62,8 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
     params = {"shard": "s3://bucket/run/prompts/shard-00003.parquet", "model": "/models/m",
               "grid": {"max_num_seqs": [8, 16]}, "sample_rows": 16, "max_new_tokens": 64,
               "gpu_hour_cost": 3.2, "safety_margin": 0.15, "apply": False,
-              "output_root": "s3://bucket/out", "sweep_name": ""}
+              "output_root": "s3://bucket/out", "sweep_name": "", "engine": "offline",
+              "endpoint_conn_id": None}
     env = dag.get_template_env()  # Airflow's own filters (tojson) render the argv
     argv = [env.from_string(a).render(params=params, run_id="manual__2026-11-30T10:00:00+00:00")
             for a in task.arguments]
@@ -71,8 +72,19 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
         "--grid", json.dumps(params["grid"]),
         "--out", "s3://bucket/out/engine_sweep/manual__2026-11-30T100000_0000",
         "--sample-rows", "16", "--max-new-tokens", "64", "--gpu-hour-cost", "3.2",
-        "--safety-margin", "0.15", "--no-apply"]
+        "--safety-margin", "0.15", "--no-apply", "--engine", "vllm"]
     named = dict(params, sweep_name="h200-week48", apply=True)
     rendered = [env.from_string(a).render(params=named, run_id="x") for a in task.arguments]
     assert "s3://bucket/out/engine_sweep/h200-week48" in rendered
-    assert rendered[-1] == "--apply"
+    assert rendered[-3] == "--apply"
+
+
+def test_the_endpoint_sweep_gets_its_connection_and_the_openai_engine(dagbag_for):
+    dag = _dag(dagbag_for)
+    task = dag.get_task("sweep_engine_args")
+    env = dag.get_template_env()
+    conf = {"engine": "endpoint", "endpoint_conn_id": "team_llm", "apply": True}
+    assert env.from_string(task.arguments[-1]).render(params=conf) == "openai"
+    assert env.from_string(task.endpoint_conn_id).render(params=conf) == "team_llm"
+    offline = dict(conf, engine="offline")
+    assert env.from_string(task.endpoint_conn_id).render(params=offline) == ""

@@ -120,6 +120,28 @@ def test_commits_through_429_and_503_answers_exactly_once_with_the_served_model(
     assert sum(len(t.split()) >= 3 for t in texts.column("output_text").to_pylist()) >= ROWS // 2
 
 
+def test_sweep_over_the_endpoint_measures_max_in_flight_against_the_defaults(server,
+                                                                          tmp_path):
+    shard = write_real_prompt_shard(tmp_path / "run", ROWS)
+    out = f"file://{tmp_path}/sweep"
+    argv = [sys.executable, "-m", "synthfactory.cli", "sweep", "--engine", "openai",
+            "--endpoint", server.url, "--shard", shard, "--out", out,
+            "--grid", json.dumps({"max_in_flight": [1]}), "--sample-rows", "4",
+            "--max-new-tokens", "8", "--warmup-rows", "1", "--safety-margin", "0"]
+    result = tmp_path / "sweep.json"
+    summary = _ok(_run(argv, result), result)
+    # the defaults (256 in flight) and one request at a time, three alternating rounds each
+    rows = storage.read_table(f"{out}/results.parquet").to_pylist()
+    assert sorted(r["label"] for r in rows) == ["defaults"] * 3 + ["max_in_flight=1"] * 3
+    assert {r["status"] for r in rows} == {"ok"} and {r["device"] for r in rows} == {"endpoint"}
+    assert all(r["output_tokens"] == 4 * 8 for r in rows)  # ignore_eos reaches the server
+    assert summary["decision"]["rounds"] == 3
+    winner = storage.read_json(f"{out}/winner.json")
+    assert winner["applied_to"] is None  # the server's model folder is not ours
+    assert winner["provenance"]["endpoint"]["url"] == server.url
+    assert winner["provenance"]["decision"]["line"] == summary["decision"]["line"]
+
+
 def test_server_killed_mid_shard_and_restarted_loses_and_duplicates_nothing(server, tmp_path):
     run = tmp_path / "run"
     shard = write_real_prompt_shard(run, ROWS)

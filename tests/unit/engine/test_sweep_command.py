@@ -238,3 +238,47 @@ def test_apply_to_a_model_that_is_not_a_folder_is_refused_before_measuring(sweep
     with pytest.raises(SynthfactoryError, match="not a local folder"):
         command.run(_args(tmp_path, GRID, model="HuggingFaceTB/SmolLM2-135M-Instruct"))
     assert calls == []
+
+
+ENDPOINT = {"engine": "openai", "endpoint": "http://127.0.0.1:9/v1"}
+
+
+def test_an_endpoint_grid_of_server_arguments_is_refused_in_one_line(sweep_env):
+    tmp_path, calls = sweep_env
+    with pytest.raises(SynthfactoryError, match=r"max_num_seqs cannot be swept against an "
+                                                r"endpoint .* varies max_in_flight"):
+        command.run(_args(tmp_path, [{"max_num_seqs": 8}], **ENDPOINT))
+    with pytest.raises(SynthfactoryError, match=r"max_in_flight=0: expected a positive"):
+        command.run(_args(tmp_path, [{"max_in_flight": 0}], **ENDPOINT))
+    assert calls == []
+
+
+def test_an_endpoint_sweep_measures_backed_off_client_knobs_and_leaves_the_model_alone(
+        sweep_env, monkeypatch, capsys):
+    tmp_path, calls = sweep_env
+    monkeypatch.setenv("SYNTHFACTORY_ENDPOINT_API_KEY", "sk-never-in-a-spec")
+    specs = []
+    fake = command.run_trial
+
+    def run_trial(spec, workdir, timeout_s):
+        specs.append(spec)
+        return fake(spec, workdir, timeout_s)
+
+    monkeypatch.setattr(command, "run_trial", run_trial)
+    summary = command.run(_args(tmp_path, {"max_in_flight": [64]}, **ENDPOINT))
+    assert {json.dumps(c, sort_keys=True) for c in calls} == {"{}", '{"max_in_flight": 48}'}
+    assert all(s["endpoint"] == {"url": ENDPOINT["endpoint"], "served_model": None,
+                                 "retry_s": 600.0} for s in specs)
+    assert "sk-never" not in json.dumps(specs)
+    assert summary["winner"]["applied_to"] is None
+    assert not (tmp_path / "model" / "synthfactory-engine.json").exists()
+    winner = storage.read_json(f"file://{tmp_path}/sweep/winner.json")
+    assert winner["provenance"]["endpoint"]["url"] == ENDPOINT["endpoint"]
+    assert "rephrase with" in capsys.readouterr().out
+
+
+def test_an_endpoint_sweep_without_an_endpoint_is_refused(sweep_env, monkeypatch):
+    tmp_path, calls = sweep_env
+    monkeypatch.delenv("SYNTHFACTORY_ENDPOINT_URL", raising=False)
+    with pytest.raises(SynthfactoryError, match="--engine openai: give --endpoint URL"):
+        command.run(_args(tmp_path, [{"max_in_flight": 8}], engine="openai"))
