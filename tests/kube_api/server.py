@@ -23,8 +23,9 @@ What it does, as scheduler and kubelet:
   ``argv[0]`` looked up in ``commands`` (``synthfactory`` -> ``.venv-worker/bin/synthfactory``),
   with the pod's ``env`` (literal values) and ``envFrom`` secrets over ``base_env``; every
   emptyDir mount path (``/airflow/xcom`` included) is a per-pod scratch folder, and env values
-  and args that start with such a path are rewritten to it (``shared_volumes`` names emptyDirs
-  that are one folder for all pods instead, a node's warm cache);
+  and args that start with such a path are rewritten to it, except paths inside the checkout,
+  which stands in for the image (``shared_volumes`` names emptyDirs that are one folder for
+  all pods instead, a node's warm cache);
 - phase follows the process: ``Running``, then when every container has ended ``Succeeded`` or
   ``Failed``, the exit code in ``containerStatuses[].state.terminated``; the xcom sidecar counts
   as running until the provider's kill command reaches it over exec;
@@ -67,6 +68,11 @@ from aiohttp import WSMsgType, web
 from kubernetes.utils import parse_quantity
 
 from .selectors import field_matches, label_matches
+
+# The double's "image" is the host's checkout (.venv-worker, the model under var/): a real
+# image holds those files outside any emptyDir, so paths inside the checkout are never
+# rewritten to a pod's scratch, even when the checkout itself lives under /tmp.
+IMAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 XCOM_SIDECAR = "airflow-xcom-sidecar"
 XCOM_PATH = "/airflow/xcom"
@@ -886,6 +892,8 @@ def _pod_requests(pod: dict) -> dict[str, Any]:
 
 
 def _rewrite(value: str, mounts: dict[str, Path]) -> str:
+    if value == IMAGE_ROOT or value.startswith(IMAGE_ROOT + "/"):
+        return value  # the image's own files (see IMAGE_ROOT)
     for path, folder in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
         if value == path or value.startswith(path + "/"):
             return str(folder) + value[len(path):]

@@ -106,7 +106,8 @@ def set_number(dialog, name: str, value: int) -> None:
 
 def add_template(page, dialog, style: str) -> None:
     """Pick one more style in the templates multi-select, as a user would."""
-    dialog.locator("input[aria-autocomplete=list]").click()
+    # the only multi-select (engine's is a single select)
+    dialog.get_by_role("combobox", name="Select one or multiple values").click()
     page.get_by_role("option", name=style, exact=True).click()  # the menu closes itself
     chosen = dialog.locator("input[name=element_templates]")  # hidden: the chosen values
 
