@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -15,13 +14,12 @@ from synthfactory.cli_types import (
     AUTO,
     budget,
     non_negative_float,
-    positive_float,
     positive_int,
     probability,
 )
-from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
 from synthfactory.errors import PermanentError
 from synthfactory.model import default_model_dir
+from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
 from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, tuned_engine_args
 from synthfactory.rephrase.engine_spec import ENGINES, EngineSpec
 from synthfactory.rephrase.vllm_checks import check_engine_args
@@ -60,15 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="vllm: vLLM's offline engine in this process; openai: an "
                              "OpenAI-compatible server (--endpoint); echo: a deterministic "
                              "stand-in engine (tests, dry runs)")
-    parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
-                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
-                             f"its API key is read from ${ENDPOINT_API_KEY_ENV}, never argv")
-    parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
-                        help="--engine openai: the model name the server serves (default "
-                             f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
-    parser.add_argument("--endpoint-retry-s", type=positive_float, default=600.0,
-                        help="--engine openai: how long one request may keep failing (429, "
-                             "5xx, server down) before the task fails, retryably")
+    add_endpoint_arguments(parser)
     parser.add_argument("--echo-delay-s", type=non_negative_float, default=0.0,
                         help="--engine echo: seconds each poll of the stand-in engine takes "
                              "(a dry run whose shards take time: benchmarks/orchestration.py)")
@@ -159,11 +149,7 @@ def _check_endpoint(args: argparse.Namespace) -> None:
     """The endpoint flags make sense together, before any shard is read."""
     if args.engine != "openai":
         return
-    if not args.endpoint:
-        raise PermanentError(f"--engine openai: give --endpoint URL (or set {ENDPOINT_URL_ENV})")
-    from synthfactory.rephrase.endpoint import api_base
-
-    api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
+    check_endpoint_arguments(args)
     if args.replicas > 1 or args.ray_address:
         raise PermanentError("--replicas/--ray-address: engine replicas are the offline "
                              "engine's; with --engine openai the server scales, and "

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import tempfile
 from pathlib import Path
 
 from synthfactory import storage
 from synthfactory.cli_types import positive_float
-from synthfactory.contract import ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
 from synthfactory.errors import SynthfactoryError
 from synthfactory.model import default_model_dir
+from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
 from synthfactory.rephrase.engines import has_cuda
 from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.sweep import report
@@ -85,14 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="vllm: vLLM's offline engine, one process per trial; openai: "
                              "an OpenAI-compatible server (--endpoint), sweeping client "
                              "knobs (max_in_flight)")
-    parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
-                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
-                             "the API key only ever comes from the environment")
-    parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
-                        help="--engine openai: the model name the server serves (default "
-                             f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
-    parser.add_argument("--endpoint-retry-s", type=positive_float, default=600.0,
-                        help="--engine openai: how long one request may keep failing")
+    add_endpoint_arguments(parser)
 
 
 def sample_rows(total: int, wanted: int) -> list[int]:
@@ -112,13 +104,7 @@ def _check(args: argparse.Namespace) -> None:
         raise SynthfactoryError("--gpu-hour-cost must not be negative")
     check_margin(args.safety_margin)
     check_rounds(args.rounds)
-    if args.engine == "openai":
-        if not args.endpoint:
-            raise SynthfactoryError("--engine openai: give --endpoint URL (or set "
-                                    f"{ENDPOINT_URL_ENV})")
-        from synthfactory.rephrase.endpoint import api_base
-
-        api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
+    check_endpoint_arguments(args)
 
 
 def _shard_rows(shard: str) -> int:
