@@ -14,6 +14,15 @@ the committed rows of every shard are counted: lost and duplicated must be 0.
 
 Last line: RESULT ray replicas=2 single_tokens_per_s=X ray_tokens_per_s=Y ratio=Y/X
 lost=L duplicated=D killed_actors=K  (ratio: the best Ray configuration / one process)
+
+With ``--nodes N`` (2 or more), one way only: a Ray cluster of N nodes on 127.0.0.1
+(``ray.cluster_utils``, one CPU each; ``ray start`` would rewrite the address to a
+non-loopback one), ``--replicas N --replicas-per-node 1``, and the last worker node
+removed while its replica is paused mid-shard; the rest finish on the surviving nodes.
+The cluster's start is not timed (it stands for a running cluster); the command is.
+
+Last line: RESULT ray_nodes nodes=N killed_nodes=K lost=L duplicated=D tokens_per_s=T
+(nodes: those the replicas ran on; killed_nodes: nodes removed mid-shard)
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from synthfactory import storage
@@ -76,8 +86,16 @@ def count_rows(run: Path, shards: int, rows: int) -> tuple[int, int]:
     return lost, duplicated
 
 
+def pause_env(marker: Path) -> dict[str, str]:
+    """A replica started with these pauses after its first part and writes ``marker``."""
+    return {"SYNTHFACTORY_PAUSE_AT": "rephrase:part-written",
+            "SYNTHFACTORY_PAUSE_MARKER": str(marker)}
+
+
 def run_way(name: str, shards: list[str], args, tmp: Path, replicas: int,
-            kill: bool) -> tuple[float, int, int, int]:
+            kill: tuple[Path, Callable[[int], None]] | None = None,
+            extra_argv: tuple[str, ...] = (), extra_env: dict | None = None) -> dict:
+    """``kill``: (marker, action): once a replica has paused, ``action(its pid)``."""
     run = tmp / name
     urls = build_shards(run, len(shards), args.rows, args.max_new_tokens)
     result = tmp / f"{name}.json"
@@ -85,20 +103,20 @@ def run_way(name: str, shards: list[str], args, tmp: Path, replicas: int,
             *[a for u in urls for a in ("--shard", u)], "--model", str(args.model),
             "--checkpoint-rows", "4", "--max-new-tokens", str(args.max_new_tokens),
             "--temperature", "0", "--replicas", str(replicas)]
-    env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result), "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result), "RAY_AUTH_MODE": "disabled",
+           **(extra_env or {})}
     if name != "single":
-        argv += ["--ray-address", "local"] if replicas == 1 else []
+        argv += ["--ray-address", "local"] if replicas == 1 and not extra_argv else []
+    argv += extra_argv
     killed = []
     if kill:
-        marker = tmp / f"{name}.paused"
-        env |= {"SYNTHFACTORY_PAUSE_AT": "rephrase:part-written",
-                "SYNTHFACTORY_PAUSE_MARKER": str(marker)}
+        marker, action = kill
 
         def watch():
             while not marker.exists():
                 time.sleep(0.05)
             pid = int(marker.read_text().split()[0])
-            os.kill(pid, 9)
+            action(pid)
             killed.append(pid)
 
         threading.Thread(target=watch, daemon=True).start()
@@ -114,7 +132,41 @@ def run_way(name: str, shards: list[str], args, tmp: Path, replicas: int,
           f"tokens/s={tokens / wall:.1f} lost={lost} duplicated={duplicated} "
           f"killed={len(killed)} ray={summary.get('ray', {}).get('actor_deaths', '-')}",
           flush=True)
-    return tokens / wall, lost, duplicated, len(killed)
+    return {"tokens_per_s": tokens / wall, "lost": lost, "duplicated": duplicated,
+            "killed": len(killed), "summary": summary}
+
+
+def run_nodes(shards: list[str], args, tmp: Path) -> None:
+    """The ``--nodes`` way, on a cluster this process starts and stops."""
+    from ray.cluster_utils import Cluster
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the nodes', like the driver's
+    marker = tmp / "nodes.paused"
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "node_ip_address": "127.0.0.1", "num_cpus": 1, "include_dashboard": False})
+    try:
+        # only the last node's processes pause: the head cannot go (the driver is on it)
+        workers = [cluster.add_node(node_ip_address="127.0.0.1", num_cpus=1,
+                                    env_vars=pause_env(marker) if i == args.nodes - 2
+                                    else None) for i in range(args.nodes - 1)]
+        removed = []
+
+        def remove_node(_pid: int) -> None:
+            cluster.remove_node(workers[-1])
+            removed.append(workers[-1].node_id)
+
+        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: the driver keeps 127.0.0.1 instead of
+        # resolving it to this machine's outward address, where no GCS listens
+        way = run_way(f"ray-{args.nodes}-nodes", shards, args, tmp, replicas=args.nodes,
+                      kill=(marker, remove_node),
+                      extra_argv=("--ray-address", cluster.address, "--replicas-per-node", "1"),
+                      extra_env={"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    finally:
+        cluster.shutdown()
+    nodes = {p["node"] for p in way["summary"]["ray"]["replica_processes"]}
+    print(f"RESULT ray_nodes nodes={len(nodes)} killed_nodes={len(removed)} "
+          f"lost={way['lost']} duplicated={way['duplicated']} "
+          f"tokens_per_s={way['tokens_per_s']:.1f}")
 
 
 def main() -> None:
@@ -123,17 +175,28 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--model", default=str(default_model_dir()))
+    parser.add_argument("--nodes", type=int, default=1,
+                        help="2 or more: the two-node way only (see above)")
     args = parser.parse_args()
+    if args.nodes < 1:
+        parser.error("--nodes: 1 (one machine's Ray) or more")
     with tempfile.TemporaryDirectory(prefix="ray-bench-") as tmp:
         tmp = Path(tmp)
         shards = list(range(args.shards))
-        single, l0, d0, _ = run_way("single", shards, args, tmp, replicas=1, kill=False)
-        ray1, l1, d1, _ = run_way("ray-1", shards, args, tmp, replicas=1, kill=False)
-        ray2, l2, d2, killed = run_way("ray-2-kill", shards, args, tmp, replicas=2, kill=True)
-    best = max(ray1, ray2)
-    print(f"RESULT ray replicas=2 single_tokens_per_s={single:.1f} ray_tokens_per_s={best:.1f} "
-          f"ratio={best / single:.2f} lost={l0 + l1 + l2} duplicated={d0 + d1 + d2} "
-          f"killed_actors={killed}")
+        if args.nodes > 1:
+            run_nodes(shards, args, tmp)
+            return
+        marker = tmp / "ray-2-kill.paused"
+        single = run_way("single", shards, args, tmp, replicas=1)
+        ray1 = run_way("ray-1", shards, args, tmp, replicas=1)
+        ray2 = run_way("ray-2-kill", shards, args, tmp, replicas=2,
+                       kill=(marker, lambda pid: os.kill(pid, 9)), extra_env=pause_env(marker))
+    ways = (single, ray1, ray2)
+    best = max(ray1["tokens_per_s"], ray2["tokens_per_s"])
+    print(f"RESULT ray replicas=2 single_tokens_per_s={single['tokens_per_s']:.1f} "
+          f"ray_tokens_per_s={best:.1f} ratio={best / single['tokens_per_s']:.2f} "
+          f"lost={sum(w['lost'] for w in ways)} "
+          f"duplicated={sum(w['duplicated'] for w in ways)} killed_actors={ray2['killed']}")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "node, 0 on the CPU build")
     parser.add_argument("--ray-address", default=None,
                         help="join this Ray cluster (\"auto\" inside a KubeRay RayJob)")
+    parser.add_argument("--replicas-per-node", type=positive_int, default=None,
+                        help="Ray: pin K replicas to each node (the first nodes with room "
+                             "for K); a node that dies takes its replicas with it and their "
+                             "shards go to the surviving nodes' replicas. Default: Ray "
+                             "places replicas by their resources")
     parser.add_argument("--max-shard-attempts", type=positive_int, default=3,
                         help="Ray: times a shard is handed out again after its replica died")
     parser.add_argument("--engine", choices=ENGINES, default="vllm",
@@ -108,7 +113,7 @@ def run(args: argparse.Namespace) -> dict:
                       max_in_flight=args.max_in_flight, echo_delay_s=args.echo_delay_s)
     shards = [storage.normalize(url) for url in args.shard]
     pool = engine = None
-    if args.replicas > 1 or args.ray_address:
+    if args.replicas > 1 or args.ray_address or args.replicas_per_node:
         from synthfactory.rephrase.ray_pool import PoolOptions, rephrase_on_ray
 
         gpus = args.gpus_per_replica
@@ -119,7 +124,8 @@ def run(args: argparse.Namespace) -> dict:
         results, pool = rephrase_on_ray(
             shards, args.out, spec, options,
             PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
-                        address=args.ray_address, max_attempts=args.max_shard_attempts))
+                        address=args.ray_address, max_attempts=args.max_shard_attempts,
+                        replicas_per_node=args.replicas_per_node))
     else:
         def shared_engine():  # loaded once per group, and only if some shard needs it
             nonlocal engine
@@ -150,9 +156,10 @@ def _check_endpoint(args: argparse.Namespace) -> None:
     if args.engine != "openai":
         return
     check_endpoint_arguments(args)
-    if args.replicas > 1 or args.ray_address:
+    if args.replicas > 1 or args.ray_address or args.replicas_per_node:
         raise PermanentError("--replicas/--ray-address: engine replicas are the offline "
-                             "engine's; with --engine openai the server scales, and "
+                             "engine's (--replicas-per-node too); with --engine openai the "
+                             "server scales, and "
                              "--max-in-flight sets how many requests it is given at once")
 
 

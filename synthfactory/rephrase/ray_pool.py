@@ -17,7 +17,10 @@ per replica, so the driver always knows who works on what:
 - a replica Ray gave a GPU but that cannot see CUDA fails at start, instead of running
   the CPU engine on a GPU node;
 - on the CPU build each replica is pinned to its own cores (affinity and its own
-  ``VLLM_CPU_OMP_THREADS_BIND``), so two replicas never fight over one core.
+  ``VLLM_CPU_OMP_THREADS_BIND``), so two replicas never fight over one core;
+- with ``replicas_per_node`` K, replicas are pinned K to a node (hard node affinity):
+  a replica whose node dies cannot be placed again (Ray says unschedulable), so it is
+  given up and its shard goes back to the queue for the replicas on surviving nodes.
 
 Ray is imported only here; ``rephrase --replicas 1`` without an address never loads it.
 """
@@ -44,6 +47,7 @@ class PoolOptions:
     address: str | None = None  # None: a local Ray; "auto" inside a RayJob
     max_attempts: int = 3  # per shard, over replica deaths
     max_restarts: int = 2  # per replica
+    replicas_per_node: int | None = None  # None: Ray places replicas by their resources
 
 
 class _Replica:
@@ -68,13 +72,18 @@ class _Replica:
         self.engine = None
 
     def ready(self) -> dict:
+        import ray
+
         return {"replica": self.index, "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id(),
                 "cores": sorted(os.sched_getaffinity(0)),
                 "omp_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")}
 
     def rephrase(self, shard_url: str, run_url: str | None, options: WorkerOptions) -> dict:
+        import ray
+
         return {**rephrase_shard(shard_url, run_url, self._engine, options),
-                "replica": self.index}
+                "replica": self.index, "node": ray.get_runtime_context().get_node_id()}
 
     def _engine(self):
         if self.engine is None:
@@ -96,6 +105,24 @@ def replica_cores(replicas: int) -> list[list[int]]:
 def _bind(cores: list[int]) -> str:
     return f"{cores[0]}-{cores[-1]}" if cores == list(range(cores[0], cores[-1] + 1)) else \
         ",".join(map(str, cores))
+
+
+def placement_nodes(nodes: list[dict], replicas: int, per_node: int, cpus: float,
+                    gpus: float) -> list[str]:
+    """The node ID each replica is pinned to: ``per_node`` replicas on each of the first
+    nodes (of ``ray.nodes()``, alive, with room for ``per_node`` replicas), in a stable
+    order (address, then ID)."""
+    fit = sorted((n for n in nodes if n.get("Alive")
+                  and n["Resources"].get("CPU", 0) >= per_node * cpus
+                  and n["Resources"].get("GPU", 0) >= per_node * gpus),
+                 key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
+    needed = -(-replicas // per_node)
+    if len(fit) < needed:  # retryable: nodes may still be joining the cluster
+        raise SynthfactoryError(
+            f"--replicas {replicas} --replicas-per-node {per_node}: needs {needed} alive "
+            f"node(s) with {per_node * cpus:g} CPU(s) and {per_node * gpus:g} GPU(s) each; "
+            f"the cluster has {len(fit)} such node(s) of {len(nodes)}")
+    return [fit[i // per_node]["NodeID"] for i in range(replicas)]
 
 
 def _engine_args_for(spec: EngineSpec, gpus: float) -> EngineSpec:
@@ -131,6 +158,17 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
     # a cluster Ray's own CPU accounting places them.
     local = pool.address in (None, "local")
     cores = replica_cores(pool.replicas) if cpu_build and local else [None] * pool.replicas
+    cpus = [len(c) if c else 1 for c in cores]
+    if pool.replicas_per_node:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # hard (soft=False): restarted on its own node or not at all, never doubled up
+        # on a survivor whose cores another replica already uses
+        strategies = [NodeAffinitySchedulingStrategy(node, soft=False) for node in
+                      placement_nodes(ray.nodes(), pool.replicas, pool.replicas_per_node,
+                                      max(cpus), pool.gpus_per_replica)]
+    else:
+        strategies = ["DEFAULT"] * pool.replicas
     remote = ray.remote(_Replica)
     actors = []
     for i in range(pool.replicas):
@@ -141,7 +179,7 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             # the engine's threads match its cores (1 would halve a 2-core replica)
             env["OMP_NUM_THREADS"] = str(len(cores[i]))
         actors.append(remote.options(
-            num_gpus=pool.gpus_per_replica, num_cpus=len(cores[i]) if cores[i] else 1,
+            num_gpus=pool.gpus_per_replica, num_cpus=cpus[i], scheduling_strategy=strategies[i],
             max_restarts=pool.max_restarts, max_task_retries=0,
             runtime_env={"env_vars": env}, name=None,
         ).remote(spec, i, cores[i]))
@@ -152,7 +190,8 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             raise SynthfactoryError(f"a replica failed to start: {_cause(exc)}") from exc
         log.info("%d replica(s) ready: %s", len(actors), started)
         results, figures = _drive(ray, actors, shard_urls, run_url, options, pool)
-        return results, {**figures, "replica_processes": started}
+        return results, {**figures, "replicas_per_node": pool.replicas_per_node,
+                         "replica_processes": started}
     finally:
         for actor in actors:
             ray.kill(actor, no_restart=True)
@@ -162,6 +201,7 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
 
 def _drive(ray, actors, shard_urls, run_url, options, pool):
     from ray.exceptions import ActorUnavailableError as unavailable
+    from ray.exceptions import ActorUnschedulableError as unschedulable
     from ray.exceptions import RayActorError as actor_error
     from ray.exceptions import RayTaskError as task_error
 
@@ -172,11 +212,18 @@ def _drive(ray, actors, shard_urls, run_url, options, pool):
     in_flight: dict = {}  # ref -> (replica, shard URL or None for a revival probe, attempt)
     results: dict[str, dict] = {}
     requeued = 0
+    gone: list[int] = []  # replicas given up: restarts exhausted, or their node is gone
+
+    def give_up(index, exc):
+        alive.discard(index)
+        gone.append(index)
+        log.warning("replica %d is gone for good: %s", index, _cause(exc))
+
     while queue or any(url for _, url, _ in in_flight.values()):
         if not alive:
-            raise SynthfactoryError("every replica died more often than max_restarts "
-                                    f"({pool.max_restarts}); giving up with "
-                                    f"{len(queue)} shard(s) left")
+            raise SynthfactoryError("every replica is gone (died more often than "
+                                    f"max_restarts {pool.max_restarts}, or its node did); "
+                                    f"giving up with {len(queue)} shard(s) left")
         while queue and idle:
             index = idle.popleft()
             url, attempt = queue.popleft()
@@ -191,13 +238,12 @@ def _drive(ray, actors, shard_urls, run_url, options, pool):
             except unavailable:  # still restarting: ask again
                 time.sleep(0.5)
                 in_flight[actors[index].ready.remote()] = (index, None, 0)
-            except actor_error:
-                alive.discard(index)
-                log.warning("replica %d is gone for good (restarts exhausted)", index)
+            except (actor_error, unschedulable) as exc:  # restarts exhausted, or no node
+                give_up(index, exc)
             continue
         try:
             results[url] = ray.get(ref)
-        except actor_error as exc:
+        except (actor_error, unschedulable) as exc:  # its process or its node died
             deaths[index] += 1
             if attempt >= pool.max_attempts:
                 raise SynthfactoryError(
@@ -207,8 +253,10 @@ def _drive(ray, actors, shard_urls, run_url, options, pool):
                         "queue", index, url, attempt, _cause(exc))
             queue.appendleft((url, attempt + 1))  # first in line: it has parts to resume
             requeued += 1
-            # No work for it until Ray has restarted it: the probe resolves then.
-            in_flight[actors[index].ready.remote()] = (index, None, 0)
+            if isinstance(exc, unschedulable):  # pinned to a node that is gone
+                give_up(index, exc)
+            else:  # no work for it until Ray has restarted it: the probe resolves then
+                in_flight[actors[index].ready.remote()] = (index, None, 0)
             continue
         except task_error as exc:  # the shard's own error: a retry on another replica is
             cause = exc.cause  # no cure (bad input, a rival writer), so it stops the task
@@ -216,7 +264,8 @@ def _drive(ray, actors, shard_urls, run_url, options, pool):
                 raise cause from None
             raise
         idle.append(index)
-    figures = {"replicas": len(actors), "actor_deaths": sum(deaths), "requeued": requeued}
+    figures = {"replicas": len(actors), "actor_deaths": sum(deaths), "requeued": requeued,
+               "replicas_gone": sorted(gone)}
     return [results[url] for url in shard_urls], figures
 
 

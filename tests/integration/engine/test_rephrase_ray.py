@@ -4,7 +4,8 @@ A local Ray (2 CPUs) drives two replicas of the deterministic echo engine, slowe
 so a shard takes time; one replica is SIGKILLed in the middle of a shard (a named
 pause point tells the test when and which process). The slow-marked test does the same
 with two replicas of the real vLLM CPU engine and checks no engine process outlives
-its replica.
+its replica. One test runs the console script over a two-node Ray cluster on 127.0.0.1,
+a replica pinned to each node, and removes the worker node mid-shard.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engine_spec import EngineSpec
-from synthfactory.rephrase.ray_pool import PoolOptions, rephrase_on_ray, replica_cores
+from synthfactory.rephrase.ray_pool import (
+    PoolOptions,
+    placement_nodes,
+    rephrase_on_ray,
+    replica_cores,
+)
 from synthfactory.rephrase.worker import WorkerOptions, read_commit
 from tests.support.shards import write_prompt_shard, write_real_prompt_shard
 
@@ -138,6 +144,19 @@ def test_replica_cores_are_disjoint():
     assert all(len(part) == 1 for part in split)
 
 
+def test_placement_pins_k_replicas_a_node_on_alive_nodes_with_room():
+    def node(node_id, address, cpus, gpus, alive=True):
+        return {"NodeID": node_id, "NodeManagerAddress": address, "Alive": alive,
+                "Resources": {"CPU": cpus, "GPU": gpus}}
+
+    nodes = [node("b", "10.0.0.2", 8, 2), node("head", "10.0.0.9", 8, 0),
+             node("a", "10.0.0.1", 8, 2), node("dead", "10.0.0.0", 8, 2, alive=False)]
+    assert placement_nodes(nodes, 4, 2, 1, 1) == ["a", "a", "b", "b"]
+    assert placement_nodes(nodes, 3, 1, 1, 0) == ["a", "b", "head"]
+    with pytest.raises(SynthfactoryError, match="needs 3 alive node"):
+        placement_nodes(nodes, 5, 2, 1, 1)  # the head has no GPU, the dead one is dead
+
+
 def test_one_replica_without_an_address_never_imports_ray(run_url, shards, tmp_path):
     code = ("import sys; from synthfactory.cli import main; "
             f"code = main(['rephrase', '--shard', {shards[0]!r}, '--engine', 'echo', "
@@ -163,6 +182,77 @@ def test_cli_runs_two_replicas(run_url, shards, tmp_path):
     assert summary["ray"]["replicas"] == 2
     assert summary["rows_generated"] == SHARDS * ROWS
     assert {s["replica"] for s in summary["shards"]} == {0, 1}
+
+
+def test_replicas_pinned_one_per_node_survive_a_removed_node(run_url, shards, tmp_path):
+    """`--replicas 2 --replicas-per-node 1` on a head and a worker node; the worker node
+    is removed while its replica is paused after a shard's first part: that replica is
+    given up (not restarted elsewhere), its shard resumes on the head's replica, and
+    every shard is committed exactly once."""
+    from ray.cluster_utils import Cluster
+
+    script = Path(sys.executable).parent / "synthfactory"  # the real console script
+    assert script.exists(), f"{script} missing: pip install -e . into this venv"
+    marker = tmp_path / "paused"
+    # cluster_utils, not `ray start` (it rewrites 127.0.0.1 to a non-loopback address)
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "node_ip_address": "127.0.0.1", "num_cpus": 1, "include_dashboard": False})
+    try:
+        # Only the worker node's processes pause, so the replica paused is the one the
+        # node removal kills (the head cannot go: the driver is attached to it).
+        worker = cluster.add_node(node_ip_address="127.0.0.1", num_cpus=1, env_vars={
+            "SYNTHFACTORY_PAUSE_AT": "rephrase:part-written",
+            "SYNTHFACTORY_PAUSE_MARKER": str(marker)})
+        head = cluster.head_node.node_id
+        removed: list = []
+
+        def remove_when_paused():
+            deadline = time.monotonic() + 120
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if marker.exists():
+                cluster.remove_node(worker)
+                removed.append(worker.node_id)
+
+        watcher = threading.Thread(target=remove_when_paused, daemon=True)
+        watcher.start()
+        result = tmp_path / "result.json"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHFACTORY_PAUSE")}
+        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: the driver keeps 127.0.0.1 instead of
+        # resolving it to this machine's outward address, where no GCS listens
+        env |= {"SYNTHFACTORY_RESULT_FILE": str(result), "RAY_AUTH_MODE": "disabled",
+                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        proc = subprocess.run(
+            [str(script), "rephrase", "--engine", "echo", "--echo-delay-s", "0.02",
+             "--replicas", "2", "--replicas-per-node", "1", "--ray-address", cluster.address,
+             "--checkpoint-rows", "4", *[a for s in shards for a in ("--shard", s)]],
+            capture_output=True, text=True, timeout=300, env=env)
+        watcher.join(5)
+    finally:
+        cluster.shutdown()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert removed == [worker.node_id], "the worker node was removed mid-shard"
+
+    summary = json.loads(result.read_text())
+    pool = summary["ray"]
+    assert pool["replicas"] == 2 and pool["replicas_per_node"] == 1
+    node_of = {p["replica"]: p["node"] for p in pool["replica_processes"]}
+    assert sorted(node_of.values()) == sorted([head, worker.node_id]), "one replica a node"
+    (lost,) = [r for r, node in node_of.items() if node == worker.node_id]
+    (survivor,) = [r for r, node in node_of.items() if node == head]
+    paused_pid = int(marker.read_text().split()[0])
+    assert paused_pid == next(p["pid"] for p in pool["replica_processes"]
+                              if p["replica"] == lost), "paused on the removed node"
+    assert pool["replicas_gone"] == [lost], "not restarted elsewhere"
+    assert pool["actor_deaths"] == 1 and pool["requeued"] == 1
+
+    results = summary["shards"]
+    assert all(r["status"] == "committed" for r in results)
+    assert {(r["replica"], r["node"]) for r in results} == {(survivor, head)}
+    resumed = [r for r in results if r["resumed_rows"]]
+    assert len(resumed) == 1 and resumed[0]["resumed_rows"] == 4  # the removed node's part
+    for i in range(SHARDS):  # 0 lost, 0 duplicated, nothing orphaned
+        assert _committed_rows(run_url, i) == list(range(ROWS))
 
 
 def _engine_processes() -> set[int]:
