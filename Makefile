@@ -32,7 +32,7 @@ export AIRFLOW__CORE__PARALLELISM ?= $(CORES)
 export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
 export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
-.PHONY: setup demo test lint corpus model clean-demo standalone browser
+.PHONY: setup demo test lint corpus model clean-demo standalone browser kube-control-plane
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
@@ -108,8 +108,14 @@ standalone: setup corpus $(AIRFLOW_HOME)/airflow.db
 screenshot: .venv/.ok browser
 	.venv/bin/python scripts/screenshot_run_report.py --out docs/img/run-report.png
 
-test: setup browser
+test: setup browser kube-control-plane
 	bash scripts/test.sh
+
+# A real Kubernetes control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager 1.20.2) for the kubernetes_e2e tests, built once per machine from
+# Debian's source package into ~/.cache/synthfactory (docs/kubernetes-control-plane.md).
+kube-control-plane:
+	@scripts/kube-control-plane.sh built || scripts/kube-control-plane.sh build
 
 # The browser test (tests/integration/airflow/test_ui_browser.py) drives Debian's
 # Chromium through Playwright; Playwright's own browser download is never used.

@@ -1,6 +1,6 @@
-"""A Kubernetes API double for tests: an HTTP + websocket server on 127.0.0.1 that acts as
-API server, scheduler and kubelet for the calls synthfactory makes (see server.py)."""
+"""The node agent: the kubelet part of a test cluster whose control plane is real
+(scripts/kube-control-plane.sh). See node_agent.py for what it fakes."""
 
-from .server import KubeApiDouble, node
+from .node_agent import NodeAgent, node_spec
 
-__all__ = ["KubeApiDouble", "node"]
+__all__ = ["NodeAgent", "node_spec"]

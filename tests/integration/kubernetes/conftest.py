@@ -1,4 +1,6 @@
-"""Session fixtures of the kubernetes runner's end-to-end tests (helpers: e2e_support.py)."""
+"""Session fixtures of the kubernetes runner's end-to-end tests (helpers: e2e_support.py):
+two real control planes (a CPU and a GPU cluster, scripts/kube-control-plane.sh) with the
+project's CRDs and the deploy kit applied, an Airflow home migrated once, a small corpus."""
 
 from __future__ import annotations
 
@@ -9,7 +11,34 @@ import pytest
 
 from tests.integration.kubernetes.e2e_support import INTERVAL_DAY, AirflowHome
 from tests.support.airflow_home import airflow_env, migrate
+from tests.support.kube_control_plane import ControlPlane, require_control_plane
 from tests.support.paths import WORKER
+
+
+@pytest.fixture(scope="session")
+def control_planes(tmp_path_factory) -> Iterator[dict[str, ControlPlane]]:
+    """A CPU cluster and a GPU cluster, each its own etcd, apiserver, scheduler and
+    controller-manager, shared by every test of the session and stopped at its end."""
+    require_control_plane()
+    base = tmp_path_factory.mktemp("control-planes")
+    planes: dict[str, ControlPlane] = {}
+    try:
+        for name in ("cpu", "gpu"):
+            planes[name] = ControlPlane.up(base / name, name)
+            planes[name].install_crds()
+            planes[name].apply_deploy_kit()
+        yield planes
+    finally:
+        for plane in planes.values():
+            plane.down()
+
+
+@pytest.fixture
+def control_plane(control_planes) -> Iterator[ControlPlane]:
+    """The CPU cluster, emptied of the test's pods and Services afterwards."""
+    yield control_planes["cpu"]
+    for plane in control_planes.values():
+        plane.clear_namespace()
 
 
 @pytest.fixture(scope="session")

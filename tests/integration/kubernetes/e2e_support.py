@@ -1,6 +1,7 @@
-"""Helpers shared by the kubernetes runner's end-to-end tests: API doubles for a CPU and a GPU
-cluster whose pods run `.venv-worker`, an Airflow home migrated once per session, and
-`airflow dags test` runs pointed at the doubles through Kubernetes connections."""
+"""Helpers shared by the kubernetes runner's end-to-end tests: node agents for a CPU and a GPU
+cluster (real control planes, conftest.py) whose pods run `.venv-worker`, an Airflow home
+migrated once per session, and `airflow dags test` runs pointed at the clusters through
+Kubernetes connections that hold the deploy kit's launcher ServiceAccount token."""
 
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.kube_api import KubeApiDouble, node
+from tests.kube_api import NodeAgent, node_spec
 from tests.support.airflow_home import airflow_env
+from tests.support.kube_control_plane import NAMESPACE, ControlPlane
 from tests.support.paths import AIRFLOW_PYTHON, MODEL, RESULTS, ROOT, WORKER
 
-NAMESPACE = "synth"
 LOGICAL_DATE = "2026-11-30T00:00:00+00:00"  # data interval 2026-11-29, as test_dag_run
 INTERVAL_DAY = "2026-11-29"
 POOL_LABEL = "synthfactory.io/pool"
-GPU_NODE_CACHE = ROOT / "var" / "kube-api-double" / "gpu-node-home"  # kept between sessions
+GPU_NODE_CACHE = ROOT / "var" / "node-agent" / "gpu-node-home"  # kept between sessions
+LAUNCHER = "synthfactory-launcher"  # deploy/serviceaccount.yaml
 
 needs_worker = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()) and os.environ.get("CI") != "true",
@@ -45,35 +47,39 @@ def pod_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def cpu_cluster(workdir: Path, cpu: str = "16", **extra_env: str) -> KubeApiDouble:
-    return KubeApiDouble([node("cpu-a", {POOL_LABEL: "cpu"}, cpu, "64Gi")], workdir / "cpu",
-                         name="cpu", commands={"synthfactory": str(WORKER)},
-                         base_env=pod_env(**extra_env))
+def cpu_nodes(plane: ControlPlane, workdir: Path, cpu: str = "16",
+              **extra_env: str) -> NodeAgent:
+    """The CPU cluster's node, run by a node agent (not started)."""
+    return NodeAgent(plane.kubeconfig, [node_spec("cpu-a", {POOL_LABEL: "cpu"}, cpu, "64Gi")],
+                     workdir / "cpu", commands={"synthfactory": str(WORKER)},
+                     base_env=pod_env(**extra_env))
 
 
-def gpu_cluster(workdir: Path, **extra_env: str) -> KubeApiDouble:
+def gpu_nodes(plane: ControlPlane, workdir: Path, **extra_env: str) -> NodeAgent:
     # the pods' HOME (vLLM's and torch's compile caches) is kept warm between pods, as on a
     # node that ran the image before: only the first rephrase pod compiles
-    return KubeApiDouble([node("gpu-a", {POOL_LABEL: "gpu"}, "32", "512Gi", gpus=2)],
-                         workdir / "gpu", name="gpu", commands={"synthfactory": str(WORKER)},
-                         base_env=pod_env(**extra_env),
-                         shared_volumes={"home": GPU_NODE_CACHE})
+    return NodeAgent(plane.kubeconfig,
+                     [node_spec("gpu-a", {POOL_LABEL: "gpu"}, "32", "512Gi", gpus=2)],
+                     workdir / "gpu", commands={"synthfactory": str(WORKER)},
+                     base_env=pod_env(**extra_env), shared_volumes={"home": GPU_NODE_CACHE})
 
 
 @dataclass
 class AirflowHome:
     home: Path
 
-    def env(self, clusters: dict[str, KubeApiDouble], **extra: str) -> dict[str, str]:
-        """Airflow's environment for the kubernetes runner, one connection per cluster."""
+    def env(self, clusters: dict[str, ControlPlane], **extra: str) -> dict[str, str]:
+        """Airflow's environment for the kubernetes runner, one connection per cluster, each
+        holding the launcher ServiceAccount's token (never the admin's)."""
         env = {**airflow_env(self.home),
                "SYNTHFACTORY_HOME": str(ROOT), "SYNTHFACTORY_RUNNER": "kubernetes",
                "SYNTHFACTORY_NAMESPACE": NAMESPACE, "SYNTHFACTORY_RETRY_DELAY_SECONDS": "1",
                "SYNTHFACTORY_WORKER_IMAGE": "synthfactory/worker:e2e",
                # a 2-core machine running the suite parses slowly; the default is 30 s
                "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "600"}
-        for pool, double in clusters.items():
-            kubeconfig = double.kubeconfig(double.workdir / "kubeconfig")
+        for pool, plane in clusters.items():
+            kubeconfig = plane.service_account_kubeconfig(
+                self.home / f"{pool}-launcher.kubeconfig", LAUNCHER)
             env[f"AIRFLOW_CONN_K8S_{pool.upper()}"] = json.dumps(
                 {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
             env[f"SYNTHFACTORY_{pool.upper()}_KUBERNETES_CONN_ID"] = f"k8s_{pool}"

@@ -1,11 +1,13 @@
 """CPU and GPU pools in two clusters: each pool's pods launch through its own Kubernetes
 connection, and the wave sensor reads both clusters in one poke and admits the wave only
-when both fit. Two API doubles, one of them full."""
+when both fit. Two real control planes, one of them full, read under the deploy kit's
+capacity-reader ClusterRole."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 from kubernetes import client, config
@@ -14,7 +16,8 @@ from kubernetes.client import models as k8s
 from synthfactory_airflow.operators.kubernetes import pod_operator_kwargs
 from synthfactory_airflow.operators.settings import Settings
 from synthfactory_airflow.plugins.capacity.sensor import WaveCapacitySensor
-from tests.kube_api import KubeApiDouble, node
+from tests.kube_api import NodeAgent, node_spec
+from tests.support.kube_control_plane import ControlPlane
 
 pytestmark = pytest.mark.kubernetes_e2e
 
@@ -28,29 +31,37 @@ WAVE = [
 BUSY = {"gpu": {"cpu": "1", "nvidia.com/gpu": "1"}, "cpu": {"cpu": "15", "memory": "1Gi"}}
 
 
+NODES = {"cpu": node_spec("cpu-a", {"synthfactory.io/pool": "cpu"}, "16", "64Gi"),
+         "gpu": node_spec("gpu-a", {"synthfactory.io/pool": "gpu"}, "32", "256Gi", gpus=1)}
+
+
 @pytest.fixture
-def clusters(tmp_path, monkeypatch):
-    doubles = {
-        "cpu": KubeApiDouble([node("cpu-a", {"synthfactory.io/pool": "cpu"}, "16", "64Gi")],
-                             tmp_path / "cpu", name="cpu", commands={"python": sys.executable}),
-        "gpu": KubeApiDouble([node("gpu-a", {"synthfactory.io/pool": "gpu"}, "32", "256Gi",
-                                   gpus=1)],
-                             tmp_path / "gpu", name="gpu", commands={"python": sys.executable}),
-    }
-    for pool, double in doubles.items():
-        double.start()
-        kubeconfig = double.kubeconfig(tmp_path / f"kubeconfig-{pool}")
+def clusters(tmp_path, monkeypatch, control_planes, control_plane):
+    agents = {}
+    for pool, plane in control_planes.items():
+        agents[pool] = NodeAgent(plane.kubeconfig, [NODES[pool]], tmp_path / pool,
+                                 commands={"python": sys.executable}).start()
+        kubeconfig = plane.service_account_kubeconfig(tmp_path / f"kubeconfig-{pool}",
+                                                      "synthfactory-launcher")
         monkeypatch.setenv(f"AIRFLOW_CONN_K8S_{pool.upper()}", json.dumps(
             {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
-    yield doubles
-    for double in doubles.values():
-        double.stop()
+    yield {pool: (control_planes[pool], agent) for pool, agent in agents.items()}
+    for agent in agents.values():
+        agent.stop()
+    for plane in control_planes.values():
+        plane.clear_namespace("other-team")
 
 
-def occupy(double: KubeApiDouble, pool: str) -> client.CoreV1Api:
+def occupy(cluster: tuple[ControlPlane, NodeAgent], pool: str) -> client.CoreV1Api:
     """A pod of another team that holds the pool's capacity until it is deleted."""
-    core = client.CoreV1Api(config.new_client_from_config(
-        str(double.kubeconfig(double.workdir / "kubeconfig"))))
+    plane, agent = cluster
+    core = client.CoreV1Api(config.new_client_from_config(str(plane.kubeconfig)))
+    try:
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="other-team")))
+    except client.ApiException as err:
+        if err.status != 409:
+            raise
+    plane.wait_service_account("default", "other-team")
     core.create_namespaced_pod("other-team", k8s.V1Pod(
         metadata=k8s.V1ObjectMeta(name="busy"),
         spec=k8s.V1PodSpec(
@@ -60,7 +71,7 @@ def occupy(double: KubeApiDouble, pool: str) -> client.CoreV1Api:
                 name="base", image="other:1", command=["python", "-c", "import time; "
                                                        "time.sleep(120)"],
                 resources=k8s.V1ResourceRequirements(requests=BUSY[pool]))])))
-    double.wait_for(lambda: double.pods[("other-team", "busy")].process, what="busy pod")
+    agent.wait_for(lambda: agent.run_of("other-team", "busy"), what="busy pod")
     return core
 
 
@@ -80,8 +91,10 @@ def test_the_wave_waits_while_either_cluster_is_full(clusters, full):
     # one check read both clusters
     assert "k8s_cpu: 1 nodes" in result.table and "k8s_gpu: 1 nodes" in result.table
     assert not task.poke({}).is_done
-    core.delete_namespaced_pod("busy", "other-team")
-    done = task.poke({})
+    core.delete_namespaced_pod("busy", "other-team", grace_period_seconds=1)
+    deadline = time.monotonic() + 30
+    while not (done := task.poke({})).is_done and time.monotonic() < deadline:
+        time.sleep(0.2)  # the kubelet's part: stop the pod, then delete it for good
     assert done.is_done
     assert done.xcom_value["placements"] == {"gpu": {"gpu-a": 1}, "cpu": {"cpu-a": 2}}
 

@@ -1,5 +1,5 @@
 """Pod faults the kubernetes runner must survive or report, through `airflow dags test`
-against the Kubernetes API double:
+against a real control plane whose node the node agent runs:
 
 - a pod that no node can hold stays Pending past its schedule timeout: the task fails with
   the provider's clear message and the scheduler's reason is on the pod;
@@ -20,8 +20,9 @@ import time
 import pytest
 
 from tests.integration.kubernetes.e2e_support import (
-    cpu_cluster,
-    gpu_cluster,
+    NAMESPACE,
+    cpu_nodes,
+    gpu_nodes,
     needs_worker,
     report,
     run_conf,
@@ -47,47 +48,50 @@ with DAG("k8s_pending", schedule=None, start_date=pendulum.datetime(2026, 11, 1,
 '''
 
 
-def test_a_pod_pending_past_its_schedule_timeout_fails_the_task_clearly(airflow_home, tmp_path):
+def test_a_pod_pending_past_its_schedule_timeout_fails_the_task_clearly(airflow_home, tmp_path,
+                                                                         control_plane):
     dags = tmp_path / "dags"  # `dags test` wants the file inside the dags folder's bundle
     dags.mkdir()
     (dags / "k8s_pending.py").write_text(textwrap.dedent(PENDING_DAG))
-    cpu = cpu_cluster(tmp_path, cpu="1")  # the CPU policy requests 2 cores
+    cpu = cpu_nodes(control_plane, tmp_path, cpu="1")  # the CPU policy requests 2 cores
     with cpu:
         started = time.monotonic()
         done = subprocess.run(
             airflow_home.dags_test("k8s_pending"), capture_output=True, text=True, timeout=300,
-            env=airflow_home.env({"cpu": cpu}, AIRFLOW__CORE__DAGS_FOLDER=str(dags)))
+            env=airflow_home.env({"cpu": control_plane}, AIRFLOW__CORE__DAGS_FOLDER=str(dags)))
         seconds = time.monotonic() - started
-        pods = cpu.pod_bodies()
+        pods = control_plane.core().list_namespaced_pod(NAMESPACE).items
     log = done.stdout + done.stderr
     # the schedule timeout of the step (4 s here, not the pool's 900 s) ended the wait
     assert "Pod took too long to be scheduled on the cluster" in log, log[-4000:]
     assert "More than 4s" in log
     assert airflow_home.task_instances("k8s_pending")[-1][3] == "failed"
-    assert len(cpu.created) == 1  # no retries: one pod, never started
-    assert [p["status"]["phase"] for p in pods] == ["Pending"]
-    condition = pods[0]["status"]["conditions"][0]
-    assert condition["reason"] == "Unschedulable" and "Insufficient cpu" in condition["message"]
+    assert len(pods) == 1 and not cpu.started_pods  # no retries: one pod, never started
+    assert [p.status.phase for p in pods] == ["Pending"]
+    condition = pods[0].status.conditions[0]
+    # kube-scheduler's own words
+    assert condition.reason == "Unschedulable" and "Insufficient cpu" in condition.message
     report(f"RESULT pending: task failed after {seconds:.0f} s of `dags test` (parse included)")
 
 
-def _log_requests(double, pod_name: str) -> int:
-    with double.lock:
-        return sum(1 for method, path in double.requests
-                   if method == "GET" and path.endswith(f"/pods/{pod_name}/log"))
+def _log_requests(agent, pod_name: str) -> int:
+    """Log reads of the pod that reached its node through the apiserver."""
+    return sum(1 for kind, name in list(agent.served)
+               if kind == "containerLogs" and name == pod_name)
 
 
-def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_path):
+def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_path,
+                                                     control_planes, control_plane):
     marker, release = tmp_path / "paused-crawl", tmp_path / "release-crawl"
-    cpu = cpu_cluster(tmp_path, SYNTHFACTORY_PAUSE_AT="crawl:part-written",
-                      SYNTHFACTORY_PAUSE_MARKER=str(marker),
-                      SYNTHFACTORY_PAUSE_RELEASE=str(release))
-    gpu = gpu_cluster(tmp_path)
+    cpu = cpu_nodes(control_planes["cpu"], tmp_path, SYNTHFACTORY_PAUSE_AT="crawl:part-written",
+                    SYNTHFACTORY_PAUSE_MARKER=str(marker),
+                    SYNTHFACTORY_PAUSE_RELEASE=str(release))
+    gpu = gpu_nodes(control_planes["gpu"], tmp_path)
     only_crawl = ["--conf", json.dumps(run_conf(corpus, tmp_path)),
                   "--mark-success-pattern", r"^(?!crawl_metadata$).*"]
     argv = airflow_home.dags_test("synthetic_rephrase", *only_crawl, logical_date=REATTACH_DATE)
     with cpu, gpu:
-        env = airflow_home.env({"cpu": cpu, "gpu": gpu})
+        env = airflow_home.env(control_planes)
         first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -98,9 +102,9 @@ def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_p
         with airflow_home.db() as db:  # what the scheduler does once the task's heartbeat stops
             db.execute("UPDATE task_instance SET state = 'up_for_retry' WHERE state = 'running' "
                        "AND dag_id = 'synthetic_rephrase' AND task_id = 'crawl_metadata'")
-        (pod,) = cpu.created
-        created_by_first_run = len(cpu.created)
-        assert cpu.pods[("synth", pod["name"])].process.poll() is None
+        (pod,) = cpu.started_pods
+        created_by_first_run = len(cpu.started_pods)
+        assert cpu.run_of(NAMESPACE, pod["name"]).containers[0].process.poll() is None
         followed = _log_requests(cpu, pod["name"])
 
         second = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
@@ -114,7 +118,9 @@ def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_p
         finally:
             if second.poll() is None:
                 os.killpg(second.pid, signal.SIGKILL)
-        created_by_second_run = len(cpu.created) - created_by_first_run
+        created_by_second_run = len(cpu.started_pods) - created_by_first_run
+        left = [p.metadata.name for p in control_plane.core().list_namespaced_pod(
+            NAMESPACE).items]
     (tmp_path / "second-run.log").write_text(out)
     crawl = airflow_home.task_instance("synthetic_rephrase", "crawl_metadata", REATTACH_DATE)
     report(f"RESULT reattach: pods created by the killed task run {created_by_first_run}, "
@@ -126,4 +132,4 @@ def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_p
     assert crawl[1] == "success" and "state=success" in out
     manifest = tmp_path / "data" / "synthetic_rephrase" / REATTACH_DAY / "manifest"
     assert any(manifest.rglob("*.parquet")), "the reattached crawl wrote no manifest"
-    assert cpu.deleted == [pod["name"]]  # it succeeded, so it was deleted
+    assert left == []  # it succeeded, so it was deleted
