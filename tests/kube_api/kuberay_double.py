@@ -56,6 +56,7 @@ class KubeRayDouble:
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.flow: dict[str, list[tuple[str, str]]] = {}  # job -> statuses written, in order
+        self.errors: list[str] = []  # what the apiserver refused (a test asserts none)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -85,8 +86,8 @@ class KubeRayDouble:
                     if not job["metadata"].get("deletionTimestamp"):
                         self._reconcile(job)
             except ApiException as err:
-                if err.status not in (404, 409):  # raced with a delete or another update
-                    raise
+                if err.status not in (404, 409):  # 404/409: raced with a delete or update
+                    self.errors.append(f"{err.status}: {err.body}")
             except OSError:
                 pass  # the apiserver is going away
 
@@ -104,7 +105,7 @@ class KubeRayDouble:
             return
         if deployment in (None, "Suspended"):
             cluster = self._create_cluster(job)
-            self._status(job, {"jobDeploymentStatus": "Initializing", "jobStatus": "",
+            self._status(job, {"jobDeploymentStatus": "Initializing",
                                "rayClusterName": cluster, "startTime": _iso()})
             return
         cluster = status["rayClusterName"]

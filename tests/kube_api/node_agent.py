@@ -415,8 +415,11 @@ class NodeAgent:
                          node=node, scratch=self.workdir / pod.metadata.namespace
                          / f"{pod.metadata.name}-{uid[:8]}", spec=body["spec"], containers=[])
             self.pods[uid] = run
-            self.started_pods.append({"namespace": run.namespace, "name": run.name, "node": node,
-                                      "labels": dict(pod.metadata.labels or {})})
+            self.started_pods.append({
+                "namespace": run.namespace, "name": run.name, "node": node, "uid": uid,
+                "labels": dict(pod.metadata.labels or {}),
+                "owners": [(o.kind, o.name, o.uid) for o in pod.metadata.owner_references or []],
+                "args": list(pod.spec.containers[0].args or [])})
         threading.Thread(target=self._start, args=(run, body), daemon=True,
                          name=f"kubelet-{run.name}").start()
 

@@ -70,7 +70,10 @@ def occupy(cluster: tuple[ControlPlane, NodeAgent], pool: str) -> client.CoreV1A
             containers=[k8s.V1Container(
                 name="base", image="other:1", command=["python", "-c", "import time; "
                                                        "time.sleep(120)"],
-                resources=k8s.V1ResourceRequirements(requests=BUSY[pool]))])))
+                # an extended resource (nvidia.com/gpu) needs its limit set
+                resources=k8s.V1ResourceRequirements(
+                    requests=BUSY[pool],
+                    limits={k: v for k, v in BUSY[pool].items() if "/" in k} or None))])))
     agent.wait_for(lambda: agent.run_of("other-team", "busy"), what="busy pod")
     return core
 

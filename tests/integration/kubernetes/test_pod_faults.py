@@ -10,6 +10,7 @@ against a real control plane whose node the node agent runs:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import textwrap
 import time
 
 import pytest
+from kubernetes import client
 
 from tests.integration.kubernetes.e2e_support import (
     NAMESPACE,
@@ -31,6 +33,7 @@ from tests.integration.kubernetes.e2e_support import (
 pytestmark = [pytest.mark.kubernetes_e2e, needs_worker]
 # its own run (the whole-DAG test runs the day after in the same Airflow database)
 REATTACH_DATE, REATTACH_DAY = "2026-11-29T00:00:00+00:00", "2026-11-28"
+FORBIDDEN_DATE = "2026-11-27T00:00:00+00:00"  # k8s_pending's second run
 
 PENDING_DAG = '''
 """One CPU step as the DAG builds it, with a short schedule timeout and no retries."""
@@ -133,3 +136,37 @@ def test_a_killed_task_reattaches_to_its_running_pod(airflow_home, corpus, tmp_p
     manifest = tmp_path / "data" / "synthetic_rephrase" / REATTACH_DAY / "manifest"
     assert any(manifest.rglob("*.parquet")), "the reattached crawl wrote no manifest"
     assert left == []  # it succeeded, so it was deleted
+
+
+def test_a_role_missing_a_verb_fails_the_step_with_the_403(airflow_home, tmp_path, control_plane):
+    """deploy/'s launcher Role without ``create`` on pods: the step fails with the apiserver's
+    403, which names the ServiceAccount, the verb and the resource."""
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "k8s_pending.py").write_text(textwrap.dedent(PENDING_DAG))
+    rbac = client.RbacAuthorizationV1Api(control_plane.api())
+    role = rbac.read_namespaced_role("synthfactory-pod-launcher", NAMESPACE)
+    original = [copy.deepcopy(rule) for rule in role.rules]
+    for rule in role.rules:
+        if rule.resources == ["pods"]:
+            rule.verbs = [v for v in rule.verbs if v != "create"]
+    rbac.replace_namespaced_role("synthfactory-pod-launcher", NAMESPACE, role)
+    try:
+        with cpu_nodes(control_plane, tmp_path) as cpu:
+            done = subprocess.run(
+                airflow_home.dags_test("k8s_pending", logical_date=FORBIDDEN_DATE),
+                capture_output=True, text=True, timeout=300,
+                env=airflow_home.env({"cpu": control_plane},
+                                     AIRFLOW__CORE__DAGS_FOLDER=str(dags)))
+    finally:
+        role = rbac.read_namespaced_role("synthfactory-pod-launcher", NAMESPACE)
+        role.rules = original
+        rbac.replace_namespaced_role("synthfactory-pod-launcher", NAMESPACE, role)
+    log = done.stdout + done.stderr
+    message = ('pods is forbidden: User \\"system:serviceaccount:synthfactory:'
+               'synthfactory-launcher\\" cannot create resource \\"pods\\" in API group \\"\\" '
+               'in the namespace \\"synthfactory\\"')
+    assert "(403)" in log and message in log, log[-4000:]
+    assert airflow_home.task_instances("k8s_pending", FORBIDDEN_DATE)[-1][3] == "failed"
+    assert not cpu.started_pods
+    report("RESULT forbidden: " + message.replace('\\"', '"'))

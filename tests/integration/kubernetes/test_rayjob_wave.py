@@ -96,6 +96,7 @@ def test_deferred_wait_succeeds_and_deletes_the_job(gpu_plane, tmp_path, monkeyp
         result = _run_deferred(_operator(), _context())
         assert result["job_status"] == "SUCCEEDED" and result["rayjob"] == name
         flow = kuberay.flow[name]
+        assert not kuberay.errors, kuberay.errors
         assert flow[0] == ("Initializing", "") and flow[1] == ("Running", "PENDING")
         assert flow[-1] == ("Complete", "SUCCEEDED")
         placed = {p["name"]: p["node"] for p in agent.started_pods}
@@ -149,9 +150,25 @@ def test_polling_fallback_and_reattach_after_a_killed_task_process(gpu_plane, tm
     assert uid
 
 
+def _missing(sent, stored, path="spec") -> list[str]:
+    """Paths of ``sent`` that ``stored`` lacks or holds with another value."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [path]
+        return [p for k, v in sent.items() for p in (
+            _missing(v, stored[k], f"{path}.{k}") if k in stored else [f"{path}.{k}"])]
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(sent) != len(stored):
+            return [path]
+        return [p for i, (a, b) in enumerate(zip(sent, stored, strict=True))
+                for p in _missing(a, b, f"{path}[{i}]")]
+    return [] if sent == stored else [path]
+
+
 def test_kueue_gated_rayjob_is_stored_as_built_and_waits_suspended(gpu_plane):
-    """The real apiserver validates the manifest against KubeRay's schema and prunes what it
-    does not know: what comes back equals what was sent, Kueue's queue label included."""
+    """The real apiserver validates the manifest against KubeRay's schema, prunes what it does
+    not know and fills in the schema's defaults: every field sent comes back (nothing pruned),
+    Kueue's queue label and the suspension included."""
     manifest = rayjob_manifest(name="gated-wave", namespace=NS, image="worker:test",
                                entrypoint=["rephrase", "--shard", "s"], workers=1,
                                gpus_per_worker=1, secret_name="synthfactory-worker-env",
@@ -159,7 +176,9 @@ def test_kueue_gated_rayjob_is_stored_as_built_and_waits_suspended(gpu_plane):
     custom = client.CustomObjectsApi(gpu_plane.api())
     stored = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, manifest)
     try:
-        assert stored["spec"] == manifest["spec"]
+        assert _missing(manifest["spec"], stored["spec"]) == []
+        # a default of KubeRay's schema, filled in by the apiserver
+        assert stored["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHosts"] == 1
         assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "synthfactory"
         assert stored["spec"]["suspend"] is True
     finally:
