@@ -15,6 +15,6 @@ if [ -z "${SYNTHFACTORY_SKIP_ENGINE_TESTS:-}" ]; then
       --durations=15 "$@"
 fi
 echo "== Airflow tests (.venv: DAG parsing, operators, sensors, a whole DAG run; the kubernetes"
-echo "   runner against Kubernetes API doubles, marker kubernetes_e2e)"
+echo "   runner against real control planes and node agents, marker kubernetes_e2e)"
 .venv/bin/pytest tests/unit/airflow tests/dags tests/integration/airflow \
     tests/integration/kubernetes -q -p no:cacheprovider --durations=15 "$@"

@@ -22,11 +22,15 @@ Fidelity limits, what a kubelet does and this does not:
   ``images``) names a program looked up in ``commands`` (``synthfactory`` ->
   ``.venv-worker/bin/synthfactory``); the host's checkout stands in for the image's files and
   ``base_env`` for the image's environment;
-- no namespaces or cgroups: every pod shares the host's network (pod IP 127.0.0.1, so two pods
-  cannot listen on one port) and process table; resource limits are not enforced (an OOM kill
-  happens only when injected); volumes (emptyDir, secret, configMap, the ServiceAccount token)
-  are folders under the pod's scratch, and env values and args that start with a mount path are
-  rewritten to it (paths inside the checkout, the image's own files, never are);
+- no network or PID namespaces, no cgroups: every pod shares the host's network (pod IP
+  127.0.0.1, so two pods cannot listen on one port) and process table; resource limits are not
+  enforced (an OOM kill happens only when injected); volumes (emptyDir, secret, configMap) are
+  folders under the pod's scratch, and env values and args that start with a mount path are
+  rewritten to it (paths inside the checkout, the image's own files, never are). Two files
+  alone sit at their real paths, in a mount namespace per container (``unshare --mount``,
+  when the machine allows it): the ServiceAccount token folder, which clients read from a
+  fixed path, and /etc/hosts, which maps every Service of the cluster (``NAME.NS.svc``) to
+  127.0.0.1 in place of cluster DNS (every pod is on 127.0.0.1);
 - exec runs ``/bin/sh`` on the host with the same rewriting; a ``kill`` line (the xcom
   sidecar's stop) is applied to that container's own process group, never to the host's;
 - init containers, probes, restarts (``restartPolicy`` is treated as Never), image pulls and
