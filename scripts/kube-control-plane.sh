@@ -84,7 +84,7 @@ build() {
   find "$reflect2" \( -name '*_test.go' -o -name go.mod -o -name go.sum \) -delete
   log "building kube-apiserver, kube-scheduler, kube-controller-manager (several minutes)"
   local goroot="$CACHE/root/usr/lib/go-1.19"
-  (cd "$tree" && PATH="$goroot/bin:$PATH" GOROOT="$goroot" GOPROXY=off GOFLAGS= GO111MODULE=off \
+  (cd "$tree" && PATH="$goroot/bin:$PATH" GOROOT="$goroot" GOPROXY=off GOFLAGS="${KUBE_BUILD_GOFLAGS--tags=providerless}" GO111MODULE=off \
      CGO_ENABLED=0 KUBE_GIT_VERSION="v$VERSION" KUBE_GIT_TREE_STATE=clean \
      GOCACHE="$CACHE/gocache" nice -n 19 \
      make WHAT="cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager" >"$CACHE/build.log" 2>&1) \
