@@ -45,6 +45,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -790,9 +791,7 @@ class NodeAgent:
         without a PID namespace, `kill 1` or `pkill sh` must reach only this container."""
         if line.strip().startswith("kill") or "pkill" in line:
             return None
-        for path, folder in sorted(run.mounts.items(), key=lambda kv: -len(kv[0])):
-            line = line.replace(path, str(folder))
-        return ["/bin/sh", "-c", line]
+        return ["/bin/sh", "-c", _rewrite_text(line, run.mounts)]
 
     async def _exec_command(self, ws: web.WebSocketResponse, run: PodRun,
                             container: ContainerRun, command: list[str]) -> None:
@@ -889,6 +888,16 @@ def _stamp_seconds(line: str) -> float:
 
 def _shape(line: str, with_stamps: bool) -> bytes:
     return (line if with_stamps else line.split(" ", 1)[1]).encode()
+
+
+def _rewrite_text(text: str, mounts: dict[str, Path]) -> str:
+    """Every mount path in a shell line, in one pass: a folder that replaced one path (under
+    /tmp, say) is never rewritten again by a shorter mount path (``/tmp``)."""
+    if not mounts:
+        return text
+    paths = sorted(mounts, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w/.-])(" + "|".join(map(re.escape, paths)) + r")(?=/|\b|$)")
+    return pattern.sub(lambda m: str(mounts[m.group(1)]), text)
 
 
 def _rewrite(value: str, mounts: dict[str, Path]) -> str:

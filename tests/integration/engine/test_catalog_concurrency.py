@@ -25,25 +25,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sqlalchemy.engine import make_url
 
 from synthfactory.catalog import config
 from synthfactory.catalog.iceberg_table import COMMIT_PAUSE, FULL_METRICS
 from synthfactory.contract import PAUSE_AT_ENV, PAUSE_MARKER_ENV, PAUSE_RELEASE_ENV
 from tests.support.paths import WORKER
-from tests.support.postgres import PG_DSN_ENV, postgres_database, postgres_dsn
 from tests.support.run_folders import build_run, table_keys
 
 DAYS = ("2026-11-27", "2026-11-28")
-
-
-@pytest.fixture(scope="module")
-def postgres_uri():
-    with postgres_database() as uri:
-        if uri is None:
-            where = make_url(postgres_dsn())  # str() hides a password
-            pytest.skip(f"no PostgreSQL answers at {where} (set {PG_DSN_ENV})")
-        yield uri
 
 
 def _catalog_uri(request, tmp_path, database: str) -> str:

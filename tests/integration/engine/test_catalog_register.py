@@ -9,22 +9,11 @@ import uuid
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
-from sqlalchemy.engine import make_url
 
 from synthfactory import storage
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
-from tests.support.postgres import PG_DSN_ENV, postgres_database, postgres_dsn
 from tests.support.run_folders import ENGINE_ARGS, MODEL, build_run, table_keys
-
-
-@pytest.fixture(scope="module")
-def postgres_uri():
-    with postgres_database() as uri:
-        if uri is None:
-            where = make_url(postgres_dsn())  # str() hides a password
-            pytest.skip(f"no PostgreSQL answers at {where} (set {PG_DSN_ENV})")
-        yield uri
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
