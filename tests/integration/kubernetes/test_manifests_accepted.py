@@ -42,8 +42,11 @@ def _rendered(task, map_index: int = 0) -> dict:
     task = copy.copy(task)
     ti = SimpleNamespace(dag_id=task.dag_id, task_id=task.task_id, map_index=map_index,
                          try_number=1, xcom_pull=lambda task_ids: PLAN)
+    params = task.dag.params
     context = {"ti": ti, "run_id": "manual__2026-12-01", "dag": task.dag,
-               "params": dict(task.dag.params)}
+               # a required Param (the sweep's source) gets a stand-in value
+               "params": {k: params.get_param(k).value if params.get_param(k).has_value
+                          else "file:///in" for k in params}}
     task.arguments = ["--help"]
     task.render_template_fields(context)
     return built_pod(task, context)
