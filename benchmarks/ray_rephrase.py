@@ -142,13 +142,23 @@ def run_nodes(shards: list[str], args, tmp: Path) -> None:
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the nodes', like the driver's
     marker = tmp / "nodes.paused"
+    # Each node stands for a machine of its own: one core, its vLLM's OpenMP threads bound
+    # to it. Without that, every replica binds both cores of this machine and they fight
+    # (a replica joined to a cluster address gets no cores of its own from the pool).
+    cores = os.cpu_count() or 1
+
+    def node_env(index: int) -> dict[str, str]:
+        return {"VLLM_CPU_OMP_THREADS_BIND": str(index % cores), "OMP_NUM_THREADS": "1"}
+
     cluster = Cluster(initialize_head=True, head_node_args={
-        "node_ip_address": "127.0.0.1", "num_cpus": 1, "include_dashboard": False})
+        "node_ip_address": "127.0.0.1", "num_cpus": 1, "include_dashboard": False,
+        "env_vars": node_env(0)})
     try:
         # only the last node's processes pause: the head cannot go (the driver is on it)
         workers = [cluster.add_node(node_ip_address="127.0.0.1", num_cpus=1,
-                                    env_vars=pause_env(marker) if i == args.nodes - 2
-                                    else None) for i in range(args.nodes - 1)]
+                                    env_vars={**node_env(i + 1), **(
+                                        pause_env(marker) if i == args.nodes - 2 else {})})
+                   for i in range(args.nodes - 1)]
         removed = []
 
         def remove_node(_pid: int) -> None:

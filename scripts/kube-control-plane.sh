@@ -183,6 +183,18 @@ up() {
     echo "$controller,system:kube-controller-manager,system:kube-controller-manager"
   } > "$dir/pki/tokens.csv"
   chmod 600 "$dir/pki/tokens.csv"
+  # who called what (the synthfactory namespace's ServiceAccounts, metadata level): the
+  # verbs each one needed are read back from this log (tests/support/kube_control_plane.py,
+  # docs/kubernetes-rbac.md)
+  cat > "$dir/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:synthfactory"]
+- level: None
+EOF
   local etcd_client etcd_peer api_port
   etcd_client=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
   echo "$api_port" > "$dir/port"
@@ -216,6 +228,8 @@ up() {
     --allow-privileged=true \
     --enable-admission-plugins NamespaceLifecycle,ServiceAccount,DefaultTolerationSeconds,Priority,ResourceQuota \
     --profiling=false \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log" \
+    --audit-log-maxsize 200 \
     >"$dir/logs/kube-apiserver.log" 2>&1 &
   echo $! > "$dir/pids/kube-apiserver"
   kubeconfig "$dir/admin.kubeconfig" "$api_port" "$admin" "$name"

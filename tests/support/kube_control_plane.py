@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import subprocess
 import time
@@ -206,6 +207,27 @@ class ControlPlane:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what}: not there after {timeout:.0f} s")
             time.sleep(0.2)
+
+    def service_account_calls(self) -> dict[tuple[str, str, str], set[int]]:
+        """(ServiceAccount, verb, resource) -> the response codes, from the apiserver's
+        audit log (the synthfactory namespace's ServiceAccounts: scripts/kube-control-plane.sh).
+        What each account really needed, next to what deploy/ grants it."""
+        calls: dict[tuple[str, str, str], set[int]] = {}
+        log = self.folder / "logs" / "audit.log"
+        if not log.exists():
+            return calls
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if not ref.get("resource"):
+                continue  # discovery, /version...
+            group = f".{ref['apiGroup']}" if ref.get("apiGroup") else ""
+            resource = ref["resource"] + group + (f"/{ref['subresource']}"
+                                                   if ref.get("subresource") else "")
+            user = event["user"]["username"].removeprefix("system:serviceaccount:")
+            code = (event.get("responseStatus") or {}).get("code", 0)
+            calls.setdefault((user, event["verb"], resource), set()).add(code)
+        return calls
 
     def clear_namespace(self, namespace: str = NAMESPACE) -> None:
         """Delete what a test left in the namespace (pods at once: their nodes are gone)."""

@@ -12,7 +12,7 @@ import pytest
 from tests.integration.kubernetes.e2e_support import INTERVAL_DAY, AirflowHome
 from tests.support.airflow_home import airflow_env, migrate
 from tests.support.kube_control_plane import ControlPlane, require_control_plane
-from tests.support.paths import WORKER
+from tests.support.paths import RESULTS, WORKER
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +29,26 @@ def control_planes(tmp_path_factory) -> Iterator[dict[str, ControlPlane]]:
             planes[name].apply_deploy_kit()
         yield planes
     finally:
+        write_service_account_calls(planes)
         for plane in planes.values():
             plane.down()
+
+
+def write_service_account_calls(planes: dict[str, ControlPlane]) -> None:
+    """var/test-results/service-account-calls.md: every (ServiceAccount, verb, resource) the
+    session's calls used on either cluster, with the apiserver's answers (from its audit log):
+    the measured side of docs/kubernetes-rbac.md."""
+    calls: dict[tuple[str, str, str], set[int]] = {}
+    for plane in planes.values():
+        for key, codes in plane.service_account_calls().items():
+            calls.setdefault(key, set()).update(codes)
+    if not calls:
+        return
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    lines = ["| ServiceAccount | verb | resource | answers |", "|---|---|---|---|"]
+    lines += [f"| {user} | {verb} | {resource} | {', '.join(map(str, sorted(codes)))} |"
+              for (user, verb, resource), codes in sorted(calls.items())]
+    (RESULTS / "service-account-calls.md").write_text("\n".join(lines) + "\n")
 
 
 @pytest.fixture
