@@ -46,7 +46,6 @@ import datetime as dt
 import json
 import os
 import re
-import shutil
 import signal
 import ssl
 import subprocess
@@ -215,7 +214,7 @@ class NodeAgent:
         for run in runs:
             self._kill(run, signal.SIGKILL)
         for run in runs:  # pods of a node that is gone: what `kubectl delete --force` does
-            self._finish(run, force=True)
+            self._finish(run)
         for name in self.nodes:
             try:
                 self.core.delete_node(name)
@@ -454,7 +453,7 @@ class NodeAgent:
             if err.status not in (404, 409):
                 raise
 
-    def _finish(self, run: PodRun, force: bool = False) -> None:
+    def _finish(self, run: PodRun) -> None:
         try:
             self.core.delete_namespaced_pod(run.name, run.namespace, grace_period_seconds=0)
         except (ApiException, OSError):
@@ -803,15 +802,7 @@ class NodeAgent:
             _signal(container.process, signal.SIGINT)
             await _send_status(ws, 0)
             return
-        process = await asyncio.create_subprocess_exec(
-            *argv, cwd=run.scratch, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        out, err = await process.communicate()
-        if out:
-            await ws.send_bytes(b"\x01" + out)
-        if err:
-            await ws.send_bytes(b"\x02" + err)
-        await _send_status(ws, process.returncode or 0)
+        await _send_status(ws, await _run_to(ws, argv, run.scratch))
 
     async def _exec_interactive(self, ws: web.WebSocketResponse, run: PodRun,
                                 container: ContainerRun) -> None:
@@ -827,14 +818,19 @@ class NodeAgent:
                     await ws.send_bytes(b"\x01\n")
                     await _send_status(ws, 0)
                     return
-                process = await asyncio.create_subprocess_exec(
-                    *argv, cwd=run.scratch, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE)
-                out, err = await process.communicate()
-                if out:
-                    await ws.send_bytes(b"\x01" + out)
-                if err:
-                    await ws.send_bytes(b"\x02" + err)
+                await _run_to(ws, argv, run.scratch)
+
+
+async def _run_to(ws: web.WebSocketResponse, argv: list[str], cwd: Path) -> int:
+    """Run ``argv`` on the host; its stdout and stderr go to channels 1 and 2. Its exit code."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await process.communicate()
+    if out:
+        await ws.send_bytes(b"\x01" + out)
+    if err:
+        await ws.send_bytes(b"\x02" + err)
+    return process.returncode or 0
 
 
 async def _healthz(_: web.Request) -> web.Response:
@@ -907,7 +903,3 @@ def _rewrite(value: str, mounts: dict[str, Path]) -> str:
         if value == path or value.startswith(path + "/"):
             return str(folder) + value[len(path):]
     return value
-
-
-def remove_scratch(workdir: Path) -> None:
-    shutil.rmtree(workdir, ignore_errors=True)

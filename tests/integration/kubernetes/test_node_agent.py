@@ -203,8 +203,12 @@ def test_a_lost_node_goes_not_ready_and_its_pods_are_evicted(agent, core):
         node = core.read_node("cpu-a")
         ready = next(c for c in node.status.conditions if c.type == "Ready")
         return node if ready.status != "True" else None
-    node = agent.wait_for(not_ready, timeout=60, what="cpu-a NotReady")
+    agent.wait_for(not_ready, timeout=60, what="cpu-a NotReady")
     went_not_ready = time.monotonic() - started
+    # the node lifecycle controller taints it a moment after the condition changes
+    node = agent.wait_for(lambda: (n := core.read_node("cpu-a")) and any(
+        t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or []) and n,
+        timeout=30, what="cpu-a tainted")
     assert any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
     # the taint manager evicts the pod once its (5 s) unreachable toleration runs out; with
     # no kubelet to confirm, it stays Terminating, as on a real cluster
