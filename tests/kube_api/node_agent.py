@@ -154,8 +154,9 @@ class PodRun:
     finished: bool = False  # the kubelet's final delete was sent
 
     def container(self, name: str | None) -> ContainerRun | None:
+        # a pod is recorded before its kubelet thread creates the containers: none yet
         if not name:
-            return self.containers[0]
+            return self.containers[0] if self.containers else None
         return next((c for c in self.containers if c.name == name), None)
 
 
@@ -251,8 +252,11 @@ class NodeAgent:
         run = self.run_of(namespace, name)
         if run is None:
             raise KeyError(f"{namespace}/{name}: not run by this agent")
+        if not run.containers:  # recorded, but its kubelet thread has not created them yet
+            return ""
         target = run.container(container)
-        assert target is not None
+        if target is None:
+            raise KeyError(f"{namespace}/{name}: no container {container!r}")
         return "".join(line.split(" ", 1)[1] for line in _read_lines(target.log))
 
     def inject(self, namespace: str, name: str, fault: str) -> None:
