@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import shlex
 import threading
-import time
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from tests.kube_api.node_agent import iso
+
 GROUP, VERSION = "ray.io", "v1"
 LOG_TAIL = 20_000  # KubeRay keeps the last 20,000 characters of the driver's log
-
-
-def _iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _owner(obj: dict) -> dict:
@@ -106,7 +103,7 @@ class KubeRayDouble:
         if deployment in (None, "Suspended"):
             cluster = self._create_cluster(job)
             self._status(job, {"jobDeploymentStatus": "Initializing",
-                               "rayClusterName": cluster, "startTime": _iso()})
+                               "rayClusterName": cluster, "startTime": iso()})
             return
         cluster = status["rayClusterName"]
         pods = self.core.list_namespaced_pod(
@@ -213,14 +210,14 @@ class KubeRayDouble:
             return
         if terminated.exit_code == 0:
             self._status(job, {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
-                               "endTime": _iso(), "message": "Job finished successfully."})
+                               "endTime": iso(), "message": "Job finished successfully."})
             return
         try:
             logs = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)
         except ApiException:
             logs = ""
         self._status(job, {"jobDeploymentStatus": "Complete", "jobStatus": "FAILED",
-                           "endTime": _iso(),
+                           "endTime": iso(),
                            "message": f"Job entrypoint command failed with exit code "
                                       f"{terminated.exit_code}, last available logs "
                                       f"(truncated to {LOG_TAIL:,} chars):\n"
