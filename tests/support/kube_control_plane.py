@@ -166,14 +166,13 @@ class ControlPlane:
 
         def token() -> str | None:
             account = core.read_namespaced_service_account(name, namespace)
-            secrets = [s.name for s in account.secrets or []]
             listed = core.list_namespaced_secret(
                 namespace, field_selector="type=kubernetes.io/service-account-token")
             for secret in listed.items:
-                annotations = secret.metadata.annotations or {}
-                if (annotations.get("kubernetes.io/service-account.name") == name
-                        and (secret.data or {}).get("token")
-                        and (secret.metadata.name in secrets or name != "default")):
+                # the controller stamps the account's uid on a token Secret it filled: one
+                # left from an earlier account of the same name holds a dead token
+                uid = (secret.metadata.annotations or {}).get("kubernetes.io/service-account.uid")
+                if uid == account.metadata.uid and (secret.data or {}).get("token"):
                     return base64.b64decode(secret.data["token"]).decode()
             return None
         return self._wait(token, f"a token for ServiceAccount {namespace}/{name}")
