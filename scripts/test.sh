@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The whole suite, in the two environments it belongs to (see docs/adr/0001).
 #
-# The two sessions run side by side (docs/adr/0129): most of each one's time is spent
-# waiting on processes it started (Airflow's scheduler, Spark's JVM, a control plane,
-# vLLM's engine start), so on two cores they overlap well. The engine session's output
-# goes to var/test-results/engine-tests.log and is printed when both are done.
+# The two sessions run side by side (docs/adr/0129: 44 minutes here, 79 one after the
+# other). The engine session's output goes to var/test-results/engine-tests.log and is
+# printed when both are done.
 # SYNTHFACTORY_TESTS_ONE_AT_A_TIME=1 runs them one after the other, as before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+ENGINE="engine tests (.venv-worker: Spark, vLLM, pyiceberg, torch, Ray)"
 engine_tests() {
   .venv-worker/bin/pytest tests/unit/engine tests/integration/engine -q -p no:cacheprovider \
       --durations=15 "$@"
@@ -36,13 +36,12 @@ engine_rc=0
 if [ -n "${SYNTHFACTORY_SKIP_ENGINE_TESTS:-}" ]; then
   :
 elif [ -n "${SYNTHFACTORY_TESTS_ONE_AT_A_TIME:-}" ]; then
-  echo "== engine tests (.venv-worker: Spark, vLLM, pyspark, pyiceberg, torch, Ray)"
+  echo "== $ENGINE"
   engine_tests "$@" || engine_rc=$?
 else
   mkdir -p var/test-results
   engine_log=var/test-results/engine-tests.log
-  echo "== engine tests (.venv-worker: Spark, vLLM, pyiceberg, torch, Ray): started beside"
-  echo "   the Airflow tests, output in $engine_log"
+  echo "== $ENGINE: started beside the Airflow tests, output in $engine_log"
   started=$SECONDS
   (rc=0; engine_tests "$@" >"$engine_log" 2>&1 || rc=$?
    echo "engine tests took $((SECONDS - started)) s" >>"$engine_log"; exit "$rc") &
