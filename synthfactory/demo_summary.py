@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from synthfactory import storage
+from synthfactory import hardware, storage
 from synthfactory.contract import ReportJson, build_report, shard_figures
 from synthfactory.layout import RunLayout
 
@@ -39,6 +39,13 @@ def quality_lines(report: ReportJson) -> list[str]:
         lines.append("usable tokens".ljust(LABEL) + f"{quality['usable_output_tokens']} = "
                      + (f"{tps:.1f} usable tokens/s" if tps is not None else "n/a tokens/s"))
     return lines
+
+
+def engine_lines(report: ReportJson) -> list[str]:
+    """The engine's dtype and why, as each commit recorded it."""
+    return ["engine".ljust(LABEL) + f"{e['dtype_reason']}; engine core {e['engine_core']}"
+            + (f"; sweep winner: {e['tuned']}" if e.get("tuned") not in (None, "none") else "")
+            for e in report["tokens"].get("engines") or []]
 
 
 def _pct(share: float | None) -> str:
@@ -93,7 +100,9 @@ def main() -> None:
           f"of <= {plan['shard_tokens']} tokens")
     print(f"rows generated          {rows} (+{quarantined} quarantined)")
     tps = f"{out_tokens / gen_s:.1f}" if gen_s else "n/a"
-    print(f"output tokens           {out_tokens} in {gen_s:.1f} s of generation = {tps} tokens/s")
+    print(f"output tokens           {out_tokens} in {gen_s:.1f} s of generation = {tps} tokens/s "
+          f"(CPU: {hardware.isa()})")
+    print("\n".join(engine_lines(report)))
     print("\n".join(quality_lines(report)))
     print(f"catalog table           {args.table}: {arrow.num_rows} rows of this run "
           f"({catalog.properties.get('uri')})")

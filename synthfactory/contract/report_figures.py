@@ -59,6 +59,23 @@ def share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+ENGINE_CHOICE_KEYS = ("dtype", "dtype_reason", "engine_core", "hardware", "tuned")
+
+
+def engine_choices(files: RunFiles) -> list[dict]:
+    """The distinct engine choices the committed shards ran with (one, unless the
+    groups ran on different hardware), each with how many shards it ran."""
+    seen: dict[str, dict] = {}
+    for shard in files.shards:
+        choice = (shard.commit or {}).get("engine_choice") or {}
+        if not choice:
+            continue
+        picked = {k: choice.get(k) for k in ENGINE_CHOICE_KEYS}
+        key = repr(sorted(picked.items(), key=lambda kv: kv[0]))
+        seen.setdefault(key, {**picked, "shards": 0})["shards"] += 1
+    return list(seen.values())
+
+
 def shard_figures(shard: ShardFiles, rows_generated: int | None = None,
                   rows_quarantined: int | None = None,
                   output_tokens: int | None = None) -> ReportShard:
@@ -245,6 +262,7 @@ def build_report(
             "tokens_per_s": per_second(output_tokens, generation_s),
             "device_seconds": round(device_s, 3),
             "devices": sorted({s["device"] for s in committed if s["device"]}),
+            "engines": engine_choices(files),
             "startup_s": round(sum(startups), 3),
             "engine_starts": len(startups),
             "wall_s": round(wall_s, 3),

@@ -80,6 +80,9 @@ class CommittedJson(TypedDict):
     output_checksum: str
     model: str
     engine_args: dict[str, Any]
+    # hardware, dtype, dtype_reason, tuned, engine_core(_reason), kv_cache_*: why the
+    # offline engine ran as it did ({} for other engines and commits before it existed)
+    engine_choice: NotRequired[dict[str, Any]]
     sampling: dict[str, Any]
     timings: CommitTimings
     device_seconds: float
@@ -217,6 +220,9 @@ class ReportTokens(TypedDict):
     tokens_per_s: float | None
     device_seconds: float
     devices: list[str]
+    # distinct engine choices of the committed shards (dtype and why, engine core,
+    # hardware, the sweep winner's fate), each with its shard count; [] for other engines
+    engines: list[dict[str, Any]]
     # the committed shards' time: engine start-up, and the share spent generating
     startup_s: float
     engine_starts: int  # shards that started an engine (the others found it running)

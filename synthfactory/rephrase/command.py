@@ -20,7 +20,7 @@ from synthfactory.cli_types import (
 from synthfactory.errors import PermanentError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
-from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, tuned_engine_args
+from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, read_tuned
 from synthfactory.rephrase.engine_spec import ENGINES, EngineSpec
 from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
@@ -97,17 +97,16 @@ def run(args: argparse.Namespace) -> dict:
         raise PermanentError("--engine-args: the engine's arguments belong to the server "
                              "with --engine openai (start it with them); got "
                              f"{sorted(given)}")
-    tuned = tuned_engine_args(model) if args.engine == "vllm" else {}
+    tuned = read_tuned(model) if args.engine == "vllm" else None
     if args.engine == "vllm":  # vLLM's own definitions, before any shard is read or loaded
-        check_engine_args(tuned, f"{Path(model) / TUNED_FILE}")
+        check_engine_args(tuned["engine_args"] if tuned else {}, f"{Path(model) / TUNED_FILE}")
         check_engine_args(given, "--engine-args")
-    engine_args = {**tuned, **given}
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
                 "max_tokens": _max_new_tokens(args.shard, args.max_new_tokens)}
     options = WorkerOptions(model=model, checkpoint_rows=args.checkpoint_rows,
                             max_in_flight=args.max_in_flight, sampling=sampling,
                             per_row_budgets=args.max_new_tokens == AUTO)
-    spec = EngineSpec(model=model, engine_args=engine_args, sampling=sampling,
+    spec = EngineSpec(model=model, engine_args=given, tuned=tuned, sampling=sampling,
                       engine=args.engine, endpoint=args.endpoint,
                       served_model=args.served_model, endpoint_retry_s=args.endpoint_retry_s,
                       max_in_flight=args.max_in_flight, echo_delay_s=args.echo_delay_s)

@@ -7,23 +7,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.errors import PermanentError
 
 TUNED_FILE = "synthfactory-engine.json"
 
 
-def tuned_engine_args(model: str) -> dict:
+def read_tuned(model: str) -> dict | None:
+    """The sweep's winner next to the model: ``engine_args``, the ``hardware`` it was
+    measured on (None in files written before it was recorded) and its ``path``; None
+    when there is none. Whether it applies is decided where the engine starts, on the
+    hardware it starts on (engine_choice.tuned_applies)."""
     path = Path(model) / TUNED_FILE
     if not path.is_file():
-        return {}
+        return None
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise SynthfactoryError(f"{path}: not valid JSON ({exc})") from exc
-    args = data.get("engine_args", {})
+        raise PermanentError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise PermanentError(f"{path}: expected a JSON object")
+    args = data.get("engine_args") or {}
     if not isinstance(args, dict):
-        raise SynthfactoryError(f"{path}: 'engine_args' must be an object")
-    return args
+        raise PermanentError(f"{path}: 'engine_args' must be an object")
+    return {"engine_args": args, "hardware": data.get("hardware"), "path": str(path)}
+
+
+def tuned_engine_args(model: str) -> dict:
+    """The winner's engine arguments, whatever hardware it was measured on."""
+    tuned = read_tuned(model)
+    return tuned["engine_args"] if tuned else {}
 
 
 def parse_engine_args(text: str | None) -> dict:

@@ -34,7 +34,10 @@ def describe(exc: BaseException) -> str:
 @dataclass(frozen=True)
 class EngineSpec:
     model: str
-    engine_args: dict = field(default_factory=dict)
+    engine_args: dict = field(default_factory=dict)  # the user's: they always win
+    # the sweep's winner next to the model (read_tuned), applied by the engine only on
+    # the hardware it was measured on: a Ray replica decides on its own node
+    tuned: dict | None = None
     sampling: dict = field(default_factory=dict)
     engine: str = "vllm"  # "echo": the deterministic stand-in, for tests and dry runs
     echo_delay_s: float = 0.0  # echo only: seconds per poll, to make a shard take time
@@ -55,7 +58,7 @@ class EngineSpec:
         from synthfactory.rephrase.engines import VllmEngine
 
         try:
-            return VllmEngine(self.model, self.engine_args, self.sampling)
+            return VllmEngine(self.model, self.engine_args, self.sampling, tuned=self.tuned)
         except (ValueError, TypeError) as exc:  # vLLM's config checks, pydantic's too
             raise SynthfactoryError(
                 f"--model {self.model} with engine arguments {json.dumps(self.engine_args)}: "

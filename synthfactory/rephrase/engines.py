@@ -12,11 +12,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
+from synthfactory import hardware
+from synthfactory.rephrase.engine_choice import choose
+
 log = logging.getLogger(__name__)
 
-# The embedded CPU defaults (docs/environment.md); --engine-args overrides any of them.
-CPU_ENGINE_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True, "seed": 0}
-GPU_ENGINE_DEFAULTS = {"dtype": "bfloat16", "max_model_len": 4096, "seed": 0}
+# The defaults per device and the dtype per host: engine_choice.py.
 
 
 @dataclass
@@ -58,11 +59,10 @@ def has_cuda() -> bool:
 
 
 def configure_cpu_environment() -> None:
-    """Settings the CPU build needs to run well here (see docs/environment.md)."""
+    """Settings the CPU build needs to run well here (see docs/environment.md); the
+    KV-cache space and the engine core's process follow the engine's choice."""
     cores = sorted(os.sched_getaffinity(0))
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -71,14 +71,20 @@ class VllmEngine:
     chat-template path as ``LLM.chat``) and stepped here, so finished rows can be
     checkpointed while the rest of the batch keeps running."""
 
-    def __init__(self, model: str, engine_args: dict, sampling: dict, llm=None):
+    def __init__(self, model: str, engine_args: dict, sampling: dict, llm=None,
+                 tuned: dict | None = None):
+        """``engine_args``: the user's, which win; ``tuned``: the sweep's winner document
+        (applied only on the hardware it was measured on)."""
         cuda = has_cuda()
         if not cuda:
             configure_cpu_environment()
+        self.choice = choose(hardware.current(cuda), engine_args, tuned, model)
+        _note_once(self.choice.record)
+        os.environ.update(self.choice.environment)  # read by vLLM when the engine starts
         from vllm import LLM, SamplingParams
 
         self.device = "cuda" if cuda else "cpu"
-        args = {**(GPU_ENGINE_DEFAULTS if cuda else CPU_ENGINE_DEFAULTS), **engine_args}
+        args = self.choice.args
         self.engine_args = args
         self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
         # `llm` lets a benchmark drive an engine it already loaded (same weights, same args)
@@ -130,6 +136,18 @@ class VllmEngine:
 
     def in_flight(self) -> int:
         return len(self._rows)
+
+
+_NOTED: set[str] = set()
+
+
+def _note_once(record: dict) -> None:
+    """The dtype's reason, and why a winner was ignored, once per process (a group's
+    engine, a sweep's trial): not once per shard."""
+    for line in (record["dtype_reason"], record["tuned"]):
+        if line != "none" and line not in _NOTED:
+            _NOTED.add(line)
+            (log.warning if line.startswith("ignored") else log.info)("engine: %s", line)
 
 
 def _external_id(request_id: str) -> str:

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from synthfactory.errors import PermanentError
+from synthfactory.rephrase.engine_choice import OWN_ENGINE_KEYS, check_own_args
 
 # Set from other options, never from engine arguments.
 RESERVED_ENGINE_KEYS = {"model": "--model"}
@@ -60,7 +61,8 @@ def check_engine_args(args: dict, source: str) -> None:
         if key in RESERVED_ENGINE_KEYS:
             raise PermanentError(f"{source}: {key!r} is set by {RESERVED_ENGINE_KEYS[key]}, "
                                  "not by engine arguments")
-    unknown = sorted(k for k in args if k not in engine_arg_names())
+    check_own_args(args, source)
+    unknown = sorted(k for k in args if k not in engine_arg_names() and k not in OWN_ENGINE_KEYS)
     if not unknown:
         return
     sampling = [k for k in unknown if k in sampling_param_names()]

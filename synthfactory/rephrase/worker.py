@@ -240,6 +240,8 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
         "output_checksum": output_sum,
         "model": served_model(engine, options),
         "engine_args": engine.engine_args if engine else {},
+        # the offline engine's dtype and engine core, each with its reason (engine_choice.py)
+        "engine_choice": getattr(getattr(engine, "choice", None), "record", None) or {},
         "sampling": options.sampling or {},
         "timings": timings,
         "device_seconds": round(timings["generation_s"] * devices, 3),

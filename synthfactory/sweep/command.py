@@ -246,6 +246,9 @@ def _winner(decision: dict | None, halving: dict, rows: list[dict],
     won = decision["winner"] == "finalist"
     applied = halving["finalist"] if won else DEFAULTS
     row = next(r for r in rows if r["key"] == applied["key"])
+    # the hardware the winner was measured on: the worker applies it only on the same
+    hardware = next((r["hardware"] for r in halving["records"]
+                     if r["key"] == applied["key"] and r.get("hardware")), None)
     provenance = {
         "sweep": folder.url, "config_key": applied["key"], "label": applied["label"],
         "grid_config": applied["grid_config"], "safety_margin": args.safety_margin,
@@ -263,9 +266,9 @@ def _winner(decision: dict | None, halving: dict, rows: list[dict],
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in engine_args.items())
         print(f"not written next to a model (an endpoint's client knobs): rephrase with "
               f"{flags or 'the defaults'}", flush=True)
-    applied_to = (write_tuned(model, engine_args, provenance)
+    applied_to = (write_tuned(model, engine_args, provenance, hardware)
                   if args.apply and args.engine != "openai" else None)
-    storage.write_json(folder.winner_url, {"engine_args": engine_args,
+    storage.write_json(folder.winner_url, {"engine_args": engine_args, "hardware": hardware,
                                            "provenance": provenance, "applied_to": applied_to})
     return {"engine_args": engine_args, "label": applied["label"], "applied_to": applied_to,
             "output_tokens_per_s": row.get("output_tokens_per_s"),

@@ -131,8 +131,11 @@ def measure(spec: dict) -> dict:
     seconds = run["seconds"]
     effective = ({"max_in_flight": engine.engine_args["max_in_flight"]}
                  if spec.get("endpoint") else _effective(engine))
+    choice = getattr(engine, "choice", None)  # the offline engine's: what it ran on, and why
     return {
         "status": "ok", "device": engine.device, "engine_args": engine.engine_args,
+        **({"hardware": choice.record["hardware"], "engine_choice": choice.record}
+           if choice else {}),
         "effective": effective, "startup_s": round(startup_s, 3),
         "warmup_s": round(warmup_s, 3), "generation_s": round(seconds, 3),
         "requests": run["requests"], "prompt_tokens": run["prompt_tokens"],

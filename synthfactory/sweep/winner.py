@@ -62,13 +62,16 @@ def tuned_file(model: str) -> Path:
     return Path(model) / TUNED_FILE
 
 
-def write_tuned(model: str, engine_args: dict, provenance: dict) -> str:
-    """Write the winner next to the model; the model must be a local folder."""
+def write_tuned(model: str, engine_args: dict, provenance: dict,
+                hardware: dict | None = None) -> str:
+    """Write the winner next to the model; the model must be a local folder. ``hardware``
+    (``Hardware.record()``) is what it was measured on: the worker applies the winner
+    only on matching hardware (engine_choice.tuned_applies)."""
     folder = Path(model)
     if not folder.is_dir():
         raise SynthfactoryError(f"--model {model}: not a local folder, so the winner cannot be "
                                 "written next to it (use --no-apply and copy winner.json)")
-    document = {"engine_args": engine_args,
+    document = {"engine_args": engine_args, "hardware": hardware,
                 "provenance": {**provenance, "written_at": _now()}}
     url = storage.normalize(str(tuned_file(model)))
     storage.write_json(url, document)

@@ -17,7 +17,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from synthfactory.hardware import cpu_hardware, default_dtype
 from synthfactory.model import default_model_dir
+from synthfactory.rephrase.engine_choice import cpu_kv_space
 from tests.support.ports import free_port
 
 SERVED_NAME = "smollm2-135m"
@@ -45,12 +47,16 @@ class VllmServer:
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
                 "--model", str(self.model), "--served-model-name", self.served_name,
                 "--host", "127.0.0.1", "--port", str(self.port),
-                "--dtype", "bfloat16", "--max-model-len", str(self.max_model_len),
+                # the dtype the worker would choose here (float32 without native bf16)
+                "--dtype", default_dtype(cpu_hardware())[0],
+                "--max-model-len", str(self.max_model_len),
                 "--enforce-eager", "--seed", "0"]
 
     def start(self, timeout_s: float = 600) -> VllmServer:
         cores = sorted(os.sched_getaffinity(0))
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
+        space = cpu_kv_space(default_dtype(cpu_hardware())[0], str(self.model),
+                             self.max_model_len)[0]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": str(space or 1),
                "VLLM_CPU_OMP_THREADS_BIND": self.cores or f"{cores[0]}-{cores[-1]}"}
         env.pop("VLLM_API_KEY", None)
         if self.api_key:

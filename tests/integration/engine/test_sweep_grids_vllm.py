@@ -12,7 +12,7 @@ import os
 import pytest
 
 from synthfactory.model import default_model_dir, is_ready
-from synthfactory.rephrase.engines import CPU_ENGINE_DEFAULTS
+from synthfactory.rephrase.engine_choice import CPU_ENGINE_DEFAULTS
 from synthfactory.sweep.grid import config_label, expand_grid, load_grid
 from synthfactory.sweep.winner import back_off
 from tests.support.paths import ROOT

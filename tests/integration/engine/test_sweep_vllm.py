@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from synthfactory import storage
+from synthfactory import hardware, storage
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase import command as rephrase_command
 from synthfactory.rephrase import engines
 from synthfactory.rephrase.engine_args import tuned_engine_args
+from synthfactory.rephrase.engine_choice import choose
 from tests.support.shards import write_real_prompt_shard
 
 pytestmark = pytest.mark.skipif(
@@ -103,7 +104,10 @@ def test_real_sweep_resume_and_the_decision_reaches_the_worker(tmp_path, monkeyp
     applied = decision["finalist_config"] if won else {}
     assert decision["applied_config"] == applied
     assert tuned_engine_args(str(model)) == applied
-    provenance = json.loads((model / "synthfactory-engine.json").read_text())["provenance"]
+    document = json.loads((model / "synthfactory-engine.json").read_text())
+    provenance = document["provenance"]
+    # measured here: the worker applies it only on hardware like this (ADR 0130)
+    assert document["hardware"] == {"device": "cpu", "isa": hardware.isa()}
     assert provenance["sweep"] == out and provenance["safety_margin"] == 0.25
     assert provenance["decision"] == decision
     assert provenance["measured"]["output_tokens_per_s"] == decision["applied"]["median"]
@@ -126,10 +130,10 @@ def _worker_engine_args(tmp_path: Path, model: Path, engine_args: str | None,
                         monkeypatch) -> dict:
     seen: dict = {}
 
-    class Recording(engines.EchoEngine):  # records what the worker asks vLLM for
-        def __init__(self, model_dir, args, sampling):
+    class Recording(engines.EchoEngine):  # records what the worker would ask vLLM for
+        def __init__(self, model_dir, args, sampling, tuned=None):
             super().__init__()
-            seen.update(args)
+            seen.update(choose(hardware.cpu_hardware(), args, tuned, model_dir).args)
 
     parser = argparse.ArgumentParser()
     rephrase_command.add_arguments(parser)
