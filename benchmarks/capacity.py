@@ -8,6 +8,9 @@ pools here are disjoint and each holds identical pods, for which first-fit place
 pods as any packing could, so the fit's "no" is exact in this benchmark.
 
     python benchmarks/capacity.py [--scenarios 8] [--seed 0]
+
+Last line: ``RESULT capacity nodes=N pods=P wave=W fit_ms=X naive_ms=Y
+false_admits_naive=K isa=I`` (I: the CPU's vector extensions, benchmarks/machine.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 
 from synthfactory_airflow.plugins.capacity.fit import (  # noqa: E402
     build_nodes,
@@ -116,6 +121,7 @@ def main() -> None:
     groups = parse_wave(WAVE)
     wave_pods = sum(g.count for g in groups)
     fit_times, naive_times, false_admits = [], [], 0
+    print_machine()
     for s in range(args.scenarios):
         fragmentation = s / max(args.scenarios - 1, 1)
         nodes, pods = make_cluster(rng, fragmentation)
@@ -134,11 +140,13 @@ def main() -> None:
         print(f"scenario {s}: fragmentation={fragmentation:.2f} fit={fit.fits} naive={naive} "
               f"gpu_placed={gpu.placed}/{gpu.group.count} "
               f"fit_ms={fit_times[-1]:.1f} naive_ms={naive_times[-1]:.1f}")
+    print_machine()
     fit_ms, naive_ms = statistics.median(fit_times), statistics.median(naive_times)
     print(f"median over {args.scenarios} scenarios; fit/naive time ratio "
           f"{fit_ms / naive_ms:.2f}; false admissions of the naive check: {false_admits}")
-    print(f"RESULT capacity nodes={NODES} pods={PODS_TOTAL} wave={wave_pods} "
-          f"fit_ms={fit_ms:.1f} naive_ms={naive_ms:.1f} false_admits_naive={false_admits}")
+    print(result_line("capacity", nodes=NODES, pods=PODS_TOTAL, wave=wave_pods,
+                      fit_ms=f"{fit_ms:.1f}", naive_ms=f"{naive_ms:.1f}",
+                      false_admits_naive=false_admits))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ whole listing in memory (what S3Hook.list_keys does). HeadObject is timed on a s
 and needs one request per object by construction.
 
     .venv-worker/bin/python benchmarks/crawl.py [--objects 20000] [--memory-objects 200000]
+
+Last line: ``RESULT crawl objects=N requests=R naive_requests=N request_ratio=X
+objects_per_s=O paginator_objects_per_s=P speedup=O/P memory_objects=M rss_growth_mb=G
+baseline_rss_growth_mb=B isa=I`` (I: the CPU's vector extensions, benchmarks/machine.py).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from machine import print_machine, result_line  # this folder is on sys.path
 
 HERE = os.path.abspath(__file__)
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -137,6 +143,7 @@ def main() -> None:
     assert server.stdout.readline().strip() == "READY"
     print(f"moto server seeded with {sum(buckets.values())} objects in "
           f"{time.perf_counter() - t0:.1f}s", flush=True)
+    print_machine()
     try:
         results = {}
         for method in ("ours", "paginator", "head"):
@@ -159,6 +166,7 @@ def main() -> None:
         except subprocess.TimeoutExpired:  # a loaded machine: its figures are in already
             server.kill()
             server.wait()
+    print_machine()
 
     ours, paginator = results["ours"], results["paginator"]
     assert ours["objects"] == paginator["objects"] == args.objects, (ours, paginator)
@@ -168,18 +176,18 @@ def main() -> None:
           f"{memory['ours']['rss_growth_mb']:.1f} MB at {args.memory_objects}; paginator "
           f"{paginator['rss_growth_mb']:.1f} -> {memory['paginator']['rss_growth_mb']:.1f} MB; "
           f"HeadObject {results['head']['objects_per_s']:.0f} objects/s")
-    print(
-        f"RESULT crawl objects={args.objects} requests={ours['requests']} "
-        f"naive_requests={naive_requests} "
-        f"request_ratio={naive_requests / ours['requests']:.1f} "
-        f"objects_per_s={ours['objects_per_s']:.0f} "
-        f"paginator_objects_per_s={paginator['objects_per_s']:.0f} "
-        f"speedup={ours['objects_per_s'] / paginator['objects_per_s']:.2f} "
+    print(result_line(
+        "crawl", objects=args.objects, requests=ours["requests"],
+        naive_requests=naive_requests,
+        request_ratio=f"{naive_requests / ours['requests']:.1f}",
+        objects_per_s=f"{ours['objects_per_s']:.0f}",
+        paginator_objects_per_s=f"{paginator['objects_per_s']:.0f}",
+        speedup=f"{ours['objects_per_s'] / paginator['objects_per_s']:.2f}",
         # growth of the peak RSS over the RSS after warm-up, at --memory-objects
-        f"memory_objects={args.memory_objects} "
-        f"rss_growth_mb={memory['ours']['rss_growth_mb']:.1f} "
-        f"baseline_rss_growth_mb={memory['paginator']['rss_growth_mb']:.1f}"
-    )
+        memory_objects=args.memory_objects,
+        rss_growth_mb=f"{memory['ours']['rss_growth_mb']:.1f}",
+        baseline_rss_growth_mb=f"{memory['paginator']['rss_growth_mb']:.1f}",
+    ))
 
 
 if __name__ == "__main__":

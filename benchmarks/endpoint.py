@@ -16,7 +16,9 @@ Prompts: the Python standard library's docstrings under the ``encyclopedic`` tem
     .venv-worker/bin/python benchmarks/endpoint.py [--prompts 32] [--sittings 3]
 
 Last line: ``RESULT endpoint prompts=N offline_tokens_per_s=X endpoint_tokens_per_s=Y
-ratio=Y/X lost=0 duplicated=0`` (medians over the sittings).
+ratio=Y/X lost=0 duplicated=0 isa=I`` (medians over the sittings; I: the CPU's vector
+extensions, benchmarks/machine.py). ``machine: isa=I load ...`` lines (uptime's load)
+come before and after the sittings.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 
 from synthfactory import storage  # noqa: E402
 from synthfactory.corpus import iter_docstrings  # noqa: E402
@@ -89,6 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="endpoint-bench-") as name:
         tmp = Path(name)
+        print_machine()
         server = VllmServer(tmp / "server.log", max_model_len=2048).start()
         try:
             runs: dict[str, list[dict]] = {"vllm": [], "openai": []}
@@ -97,13 +102,14 @@ def main() -> None:
                     runs[engine].append(sitting(engine, args.prompts, tmp, index, server.url))
         finally:
             server.stop()
+        print_machine()
     offline = statistics.median(r["tokens_per_s"] for r in runs["vllm"])
     endpoint = statistics.median(r["tokens_per_s"] for r in runs["openai"])
     lost = sum(r["lost"] for rs in runs.values() for r in rs)
     duplicated = sum(r["duplicated"] for rs in runs.values() for r in rs)
-    print(f"RESULT endpoint prompts={args.prompts} offline_tokens_per_s={offline:.1f} "
-          f"endpoint_tokens_per_s={endpoint:.1f} ratio={endpoint / offline:.2f} "
-          f"lost={lost} duplicated={duplicated}")
+    print(result_line("endpoint", prompts=args.prompts, offline_tokens_per_s=f"{offline:.1f}",
+                      endpoint_tokens_per_s=f"{endpoint:.1f}",
+                      ratio=f"{endpoint / offline:.2f}", lost=lost, duplicated=duplicated))
 
 
 if __name__ == "__main__":

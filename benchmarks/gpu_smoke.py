@@ -9,7 +9,9 @@ source, token processor and row format packed first-fit by a small numpy loop.
     python benchmarks/gpu_smoke.py --device cpu --seq-len 128 --batch-size 4 \
         --d-model 64 --layers 2 --steps 5                # a quick check without a GPU
 
-Last line: ``RESULT gpu_smoke device=D tokens_per_s=X loss_first=A loss_last=B loader=L``.
+Last line: ``RESULT gpu_smoke device=D tokens_per_s=X loss_first=A loss_last=B
+padding_waste=W params=P loader=L isa=I`` (I: the CPU's vector extensions,
+benchmarks/machine.py; ``machine: isa=I load ...`` lines come before and after training).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 
 from synthfactory.training.length_source import LengthSource, LengthSourceConfig  # noqa: E402
 from synthfactory.training.lengths import spec_from_dict  # noqa: E402
@@ -95,11 +98,14 @@ def main() -> None:
         loader = "numpy"
     model = TinyModelConfig(vocab_size=args.vocab_size, max_seq_len=args.seq_len,
                             d_model=args.d_model, n_layers=args.layers, n_heads=args.heads)
+    print_machine()
     out = train(model, batches, SmokeConfig(steps=args.steps, lr=args.lr, device=args.device))
+    print_machine()
     print(out)
-    print(f"RESULT gpu_smoke device={out['device']} tokens_per_s={out['tokens_per_s']} "
-          f"loss_first={out['loss_first']} loss_last={out['loss_last']} "
-          f"padding_waste={out['padding_waste_fraction']} params={out['params']} loader={loader}")
+    print(result_line("gpu_smoke", device=out["device"], tokens_per_s=out["tokens_per_s"],
+                      loss_first=out["loss_first"], loss_last=out["loss_last"],
+                      padding_waste=out["padding_waste_fraction"], params=out["params"],
+                      loader=loader))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ whole-document packing can reach here (docs/adr/0031): documents longer than hal
 context can never share a row.
 
     .venv-worker/bin/python benchmarks/lengths.py [--rows 1200] [--rounds 3]
+
+Last line: ``RESULT lengths tokens_per_s=X grain_tokens_per_s=G ratio_to_grain=X/G
+rounds=R ours_spread=a..b grain_spread=c..d first_fit_fill=F fill_bound=U
+best_fit_fill=B isa=I`` (I: the CPU's vector extensions, benchmarks/machine.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import grain  # noqa: E402
 import numpy as np  # noqa: E402
 from grain import experimental as gx  # noqa: E402
+from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 
 from synthfactory.training.length_source import LengthSource, LengthSourceConfig  # noqa: E402
 from synthfactory.training.lengths import spec_from_dict  # noqa: E402
@@ -93,6 +98,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1200)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    print_machine()
     _, first_fit_fill, docs = ours(args.rows, "first_fit")  # untimed: warms up both
     # the same documents, with room for those first-fit still holds in open bins
     lengths = LengthSource(_source()).take(2 * docs + BINS)
@@ -108,6 +114,7 @@ def main() -> None:
     _, best_fit_fill, _ = ours(args.rows, "best_fit")
     _, cts_fill, _ = ours(args.rows, "concat_then_split")
     bound = fill_upper_bound(LengthSource(_source()).take(docs))
+    print_machine()
     tps, grain_tps = statistics.median(runs["ours"]), statistics.median(runs["grain"])
     spread = {side: f"{min(v):.0f}..{max(v):.0f}" for side, v in runs.items()}
     print(f"documents={docs} rows={args.rows} seq_len={SEQ} bins={BINS} rounds={args.rounds}")
@@ -116,13 +123,13 @@ def main() -> None:
     print(f"fill: first_fit={first_fit_fill:.4f} (grain's own: the same rows) "
           f"best_fit={best_fit_fill:.4f} concat_then_split={cts_fill:.4f}; "
           f"whole-document bound={bound:.4f} (docs/adr/0031)")
-    print(
-        f"RESULT lengths tokens_per_s={tps:.0f} grain_tokens_per_s={grain_tps:.0f} "
-        f"ratio_to_grain={tps / grain_tps:.2f} rounds={args.rounds} "
-        f"ours_spread={spread['ours']} grain_spread={spread['grain']} "
-        f"first_fit_fill={first_fit_fill:.4f} fill_bound={bound:.4f} "
-        f"best_fit_fill={best_fit_fill:.4f}"
-    )
+    print(result_line(
+        "lengths", tokens_per_s=f"{tps:.0f}", grain_tokens_per_s=f"{grain_tps:.0f}",
+        ratio_to_grain=f"{tps / grain_tps:.2f}", rounds=args.rounds,
+        ours_spread=spread["ours"], grain_spread=spread["grain"],
+        first_fit_fill=f"{first_fit_fill:.4f}", fill_bound=f"{bound:.4f}",
+        best_fit_fill=f"{best_fit_fill:.4f}",
+    ))
 
 
 if __name__ == "__main__":

@@ -29,9 +29,9 @@ poke of the capacity sensor for a wave of ``--groups`` groups.
         [--shard-seconds 3] [--parallelism 8] [--keep]
 
 Last line: ``RESULT orchestration groups=G tasks=N wall_s=W work_s=S
-overhead_per_task_ms=O xcom_plan_bytes=B db_growth_mb=D sensor_poke_ms=P`` (tasks: the
-mapped ones, 2 a group; wall: the DAG run's). Run it alone: every figure here is a
-latency on 2 shared cores.
+overhead_per_task_ms=O xcom_plan_bytes=B db_growth_mb=D sensor_poke_ms=P isa=I`` (tasks:
+the mapped ones, 2 a group; wall: the DAG run's; I: the CPU's vector extensions,
+benchmarks/machine.py). Run it alone: every figure here is a latency on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import orchestration_support as sup  # noqa: E402  (this folder is on sys.path)
+from machine import print_machine, result_line  # noqa: E402
 
 from tests.support.airflow_standalone import wait_for  # noqa: E402
 from tests.support.paths import MODEL  # noqa: E402
@@ -298,10 +299,10 @@ def report(args: argparse.Namespace, out: dict, a: dict, home: Path) -> None:
               f"{2 * overhead / gpu_ms:.3%} (both tasks); target < 1%")
     if args.keep:
         print(f"kept: {home} and database {args.database}")
-    print(f"RESULT orchestration groups={groups} tasks={a['mapped']} "
-          f"wall_s={a['wall_s'] or 0:.0f} work_s={a['work_s']:.0f} "
-          f"overhead_per_task_ms={overhead:.0f} xcom_plan_bytes={text_bytes} "
-          f"db_growth_mb={growth / 1e6:.1f} sensor_poke_ms={poke:.0f}")
+    print(result_line("orchestration", groups=groups, tasks=a["mapped"],
+                      wall_s=f"{a['wall_s'] or 0:.0f}", work_s=f"{a['work_s']:.0f}",
+                      overhead_per_task_ms=f"{overhead:.0f}", xcom_plan_bytes=text_bytes,
+                      db_growth_mb=f"{growth / 1e6:.1f}", sensor_poke_ms=f"{poke:.0f}"))
 
 
 def main() -> None:
@@ -311,7 +312,9 @@ def main() -> None:
         db_uri = sup.recreate_database(args.database)
         (home / "var" / "models").mkdir(parents=True)
         sup.write_corpus(home / "corpus", DAY.isoformat(), args.groups * args.shards_per_group)
+        print_machine()
         out = run_dag(args, home, db_uri)
+        print_machine()
         if out["state"] != "success":
             print(f"DAG run {out['state']} after {out['polled_s']:.0f} s (timeout "
                   f"{args.timeout_s:.0f} s): figures below cover what finished")

@@ -11,7 +11,7 @@ medians are printed with the spread.
     .venv-worker/bin/python benchmarks/quality.py [--rows 10000] [--rounds 3]
 
 Last line: ``RESULT quality_gate rows=N rows_per_s=R baseline_rows_per_s=B ratio=B/R
-usable=U``.
+usable=U isa=I`` (I: the CPU's vector extensions, benchmarks/machine.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sysconfig  # noqa: E402
+
+from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 
 from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.quality.bounds import Bounds, bounds_from  # noqa: E402
@@ -77,6 +79,7 @@ def main() -> None:
         return bounds.get(template, Bounds())
 
     assess(rows[:50], bounds_for)  # warm-up: the language model loads once
+    print_machine()
     ours, base, usable = [], [], 0
     for _ in range(args.rounds):
         start = time.perf_counter()
@@ -87,11 +90,12 @@ def main() -> None:
         flag_rows([r.output_text for r in rows], [r.finish_reason for r in rows], 0.5)
         base.append(len(rows) / (time.perf_counter() - start))
         print(f"round: gate {ours[-1]:.0f} rows/s, flags {base[-1]:.0f} rows/s", flush=True)
+    print_machine()
     r, b = statistics.median(ours), statistics.median(base)
     print(f"gate spread {min(ours):.0f}..{max(ours):.0f}, flags spread "
           f"{min(base):.0f}..{max(base):.0f} rows/s")
-    print(f"RESULT quality_gate rows={len(rows)} rows_per_s={r:.0f} baseline_rows_per_s={b:.0f} "
-          f"ratio={b / r:.1f} usable={usable}")
+    print(result_line("quality_gate", rows=len(rows), rows_per_s=f"{r:.0f}",
+                      baseline_rows_per_s=f"{b:.0f}", ratio=f"{b / r:.1f}", usable=usable))
 
 
 if __name__ == "__main__":

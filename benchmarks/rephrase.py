@@ -12,7 +12,10 @@ minus rows saved in parts).
     .venv-worker/bin/python benchmarks/rephrase.py [--prompts 48 --max-new-tokens 64]
 
 Last line: RESULT rephrase prompts=N bare_tokens_per_s=X worker_tokens_per_s=Y
-ratio=Y/X max_recomputed_rows=R lost=L duplicated=D
+ratio=Y/X max_recomputed_rows=R lost=L duplicated=D isa=I (I: the CPU's vector
+extensions, benchmarks/machine.py; ``machine: isa=I load ...`` lines, uptime's load, come
+before and after the measurement). Each round prints the engine's own arguments (the
+defaults for this hardware merged with any given), as the built engine holds them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from machine import print_machine, result_line  # this folder is on sys.path
 
 from synthfactory import storage
 from synthfactory.corpus import iter_docstrings
@@ -53,11 +58,12 @@ def build_shard(run: Path, prompts: int, max_new_tokens: int) -> str:
 
 
 def throughput(args, shard: str, tmp: Path) -> tuple[float, float]:
-    from synthfactory.rephrase.engines import CPU_ENGINE_DEFAULTS, VllmEngine
+    from synthfactory.rephrase.engines import VllmEngine
     from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
     sampling = {"temperature": 0.0, "max_tokens": args.max_new_tokens}
     first = VllmEngine(str(args.model), {}, sampling)  # loads the engine once
+    print(f"engine args {first.engine_args}", flush=True)
     llm, params = first.llm, first.params
     table = storage.read_table(shard)
     conversations = [[{"role": "system", "content": s}, {"role": "user", "content": u}]
@@ -84,7 +90,7 @@ def throughput(args, shard: str, tmp: Path) -> tuple[float, float]:
                                               sampling=sampling))
         worker.append(result["output_tokens"] / (time.perf_counter() - start))
         print(f"round {round_}: bare {bare[-1]:.1f} tok/s, worker {worker[-1]:.1f} tok/s "
-              f"(engine defaults {CPU_ENGINE_DEFAULTS})",
+              f"(engine args {engine.engine_args})",
               flush=True)
     return sum(bare) / len(bare), sum(worker) / len(worker)
 
@@ -153,12 +159,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-rephrase-") as tmp_name:
         tmp = Path(tmp_name)
         shard = build_shard(tmp / "bare", args.prompts, args.max_new_tokens)
+        print_machine()
         bare, worker = throughput(args, shard, tmp)
         trials = [kill_trial(args, t, tmp, rng) for t in range(args.trials)]
-    print(f"RESULT rephrase prompts={args.prompts} bare_tokens_per_s={bare:.1f} "
-          f"worker_tokens_per_s={worker:.1f} ratio={worker / bare:.3f} "
-          f"max_recomputed_rows={max(t[0] for t in trials)} "
-          f"lost={sum(t[1] for t in trials)} duplicated={sum(t[2] for t in trials)}")
+        print_machine()
+    print(result_line("rephrase", prompts=args.prompts, bare_tokens_per_s=f"{bare:.1f}",
+                      worker_tokens_per_s=f"{worker:.1f}", ratio=f"{worker / bare:.3f}",
+                      max_recomputed_rows=max(t[0] for t in trials),
+                      lost=sum(t[1] for t in trials), duplicated=sum(t[2] for t in trials)))
 
 
 if __name__ == "__main__":

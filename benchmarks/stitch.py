@@ -20,7 +20,8 @@ count. Shard balance: the largest |shard tokens - budget| / budget, last shard e
     .venv-worker/bin/python benchmarks/stitch.py [--docs 200000] [--files 40]
 
 Last line: RESULT stitch docs=N spark_docs_per_s=X baseline_docs_per_s=Y ratio=X/Y
-shard_balance_max_dev=D
+shard_balance_max_dev=D isa=I (I: the CPU's vector extensions, benchmarks/machine.py;
+``machine: isa=I load ...`` lines, uptime's load, come before and after the two runs)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from machine import print_machine, result_line  # noqa: E402
 from stitch_baseline import read_prompts, stitch_baseline  # noqa: E402
 
 from synthfactory.corpus import iter_docstrings  # noqa: E402
@@ -264,6 +266,7 @@ def main() -> None:
           f"{time.perf_counter() - started:.1f} s", flush=True)
     print(f"injected bad rows: {dict(sorted(injected.items()))}", flush=True)
 
+    print_machine()
     base_run = str(work / "baseline-run")
     started = time.perf_counter()
     base_plan = stitch_baseline(
@@ -293,6 +296,7 @@ def main() -> None:
     finally:
         job_s = time.perf_counter() - started
         spark.stop()
+    print_machine()
     docs = spark_plan["rows_in"]
     print(f"spark: session start-up {startup_s:.1f} s, job {job_s:.1f} s, "
           f"{docs / job_s:,.0f} docs/s ({docs / (job_s + startup_s):,.0f} with start-up), "
@@ -315,9 +319,9 @@ def main() -> None:
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     spark_rate, base_rate = docs / job_s, base_plan["rows_in"] / base_s
-    print(f"RESULT stitch docs={docs} spark_docs_per_s={spark_rate:.0f} "
-          f"baseline_docs_per_s={base_rate:.0f} ratio={spark_rate / base_rate:.3f} "
-          f"shard_balance_max_dev={dev:.4f}")
+    print(result_line("stitch", docs=docs, spark_docs_per_s=f"{spark_rate:.0f}",
+                      baseline_docs_per_s=f"{base_rate:.0f}",
+                      ratio=f"{spark_rate / base_rate:.3f}", shard_balance_max_dev=f"{dev:.4f}"))
     if problems:
         sys.exit(1)
 

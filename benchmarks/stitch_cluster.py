@@ -17,7 +17,8 @@ cluster run writes an event log: the executors that ran tasks are counted from i
     .venv-worker/bin/python benchmarks/stitch_cluster.py [--docs 100000] [--files 20]
 
 Last line: RESULT stitch_cluster docs=N local_docs_per_s=X cluster_docs_per_s=Y
-ratio=Y/X identical=1|0
+ratio=Y/X identical=1|0 isa=I (I: the CPU's vector extensions, benchmarks/machine.py;
+``machine: isa=I load ...`` lines, uptime's load, come before and after the two runs)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from machine import print_machine, result_line  # noqa: E402
 from stitch import build_corpus  # noqa: E402
 
 from synthfactory import storage  # noqa: E402
@@ -154,6 +156,7 @@ def main() -> None:
     print(f"cores={os.cpu_count()} docs={args.docs} files={args.files} partitions="
           f"{args.partitions} corpus built in {time.perf_counter() - started:.1f} s", flush=True)
 
+    print_machine()
     local_out = f"file://{work}/local-run"
     local = _child(args, "local[2]", local_out, None)
     print(f"local[2]: start-up {local['startup_s']:.1f} s, job {local['job_s']:.1f} s",
@@ -166,6 +169,7 @@ def main() -> None:
                        memory=_worker_memory(args.executor_memory)) as cluster:
         os.environ["SYNTHFACTORY_SPARK_DRIVER_MEMORY"] = "1g"  # the driver only coordinates
         remote = _child(args, cluster.master_url, cluster_out, event_log)
+    print_machine()
     print(f"cluster {WORKERS}x{CORES}: start-up {remote['startup_s']:.1f} s (executors "
           f"registered), job {remote['job_s']:.1f} s", flush=True)
     executors = executors_in_event_log(event_log)
@@ -177,9 +181,9 @@ def main() -> None:
     local_rate, cluster_rate = docs / local["job_s"], remote["rows_in"] / remote["job_s"]
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"RESULT stitch_cluster docs={docs} local_docs_per_s={local_rate:.0f} "
-          f"cluster_docs_per_s={cluster_rate:.0f} ratio={cluster_rate / local_rate:.3f} "
-          f"identical={int(same)}")
+    print(result_line("stitch_cluster", docs=docs, local_docs_per_s=f"{local_rate:.0f}",
+                      cluster_docs_per_s=f"{cluster_rate:.0f}",
+                      ratio=f"{cluster_rate / local_rate:.3f}", identical=int(same)))
 
 
 def _worker_memory(executor_memory: str) -> str:

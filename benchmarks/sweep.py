@@ -15,6 +15,10 @@ so about 5 minutes, and about twice that while another job holds a core.
 
     .venv-worker/bin/python benchmarks/sweep.py [--sample-rows 16] [--max-new-tokens 64] \
         [--rounds 3]
+
+Last line: ``RESULT sweep configs=C failed=F default_tokens_per_s=X best_tokens_per_s=Y
+gain=G rounds=R default_spread=a..b best_spread=c..d isa=I`` (I: the CPU's vector
+extensions, benchmarks/machine.py).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 
 from synthfactory import storage  # noqa: E402
 from synthfactory.corpus import iter_docstrings  # noqa: E402
@@ -71,7 +76,9 @@ def main() -> None:
                 "--max-new-tokens", str(args.max_new_tokens), "--rounds", str(args.rounds),
                 "--no-apply"]  # never touch var/models from here
         env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result)}
+        print_machine()
         proc = subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        print_machine()
         print("\n".join(proc.stdout.splitlines()[:-1]))  # the sweep's table
         if proc.returncode != 0:
             sys.exit(f"sweep failed with code {proc.returncode}")
@@ -82,11 +89,11 @@ def main() -> None:
     defaults, applied = decision["defaults"], decision["applied"]
     # best_*: the applied configuration (the defaults' own when they stay); gain: its
     # median over the defaults' in the same alternating rounds
-    print(f"RESULT sweep configs={summary['configs']} failed={summary['failed']} "
-          f"default_tokens_per_s={defaults['median']:.1f} "
-          f"best_tokens_per_s={applied['median']:.1f} gain={decision['gain']:.2f} "
-          f"rounds={decision['rounds']} default_spread={spread(defaults)} "
-          f"best_spread={spread(applied)}")
+    print(result_line("sweep", configs=summary["configs"], failed=summary["failed"],
+                      default_tokens_per_s=f"{defaults['median']:.1f}",
+                      best_tokens_per_s=f"{applied['median']:.1f}",
+                      gain=f"{decision['gain']:.2f}", rounds=decision["rounds"],
+                      default_spread=spread(defaults), best_spread=spread(applied)))
 
 
 if __name__ == "__main__":
