@@ -2,7 +2,7 @@
 
 One vLLM OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``
 from .venv-worker) serves the embedded model with the offline engine's CPU defaults
-(bfloat16, max_model_len 2048, eager, seed 0). Then, in alternating sittings (offline,
+(its dtype: float32 without native bfloat16, max_model_len 2048, eager, seed 0). Then, in alternating sittings (offline,
 endpoint, offline, endpoint, ...), ``synthfactory rephrase`` rephrases the same shard
 into a fresh run folder with ``--engine vllm`` and with ``--engine openai``; each
 sitting's figure is its own summary's output tokens / generation seconds (model load

@@ -42,14 +42,15 @@ def isa_field() -> str:
     return f"isa={isa()}"
 
 
-def result_line(name: str, **fields: object) -> str:
-    """``RESULT <name> k=v ... isa=<isa()>``, the fields in the order given."""
+def result_line(name: str, isa_first: bool = False, **fields: object) -> str:
+    """``RESULT <name> k=v ... isa=<isa()>``, the fields in the order given;
+    ``isa_first``: ``RESULT <name> isa=<isa()> k=v ...``, for a line whose issue spells
+    it so (engine_defaults)."""
     if "isa" in fields:
         raise ValueError("isa is appended by result_line itself")
-    parts = ["RESULT", name]
-    for key, value in fields.items():
-        parts.append(f"{key}={'_'.join(str(value).split()) or '-'}")
-    parts.append(isa_field())
+    values = [f"{key}={'_'.join(str(value).split()) or '-'}" for key, value in fields.items()]
+    parts = ["RESULT", name, *([isa_field()] if isa_first else []), *values,
+             *([] if isa_first else [isa_field()])]
     return " ".join(parts)
 
 

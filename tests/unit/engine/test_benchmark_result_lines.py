@@ -23,7 +23,11 @@ NAMED = {"capacity.py": "capacity", "crawl.py": "crawl", "endpoint.py": "endpoin
          "gpu_smoke.py": "gpu_smoke", "lengths.py": "lengths",
          "orchestration.py": "orchestration", "quality.py": "quality_gate",
          "rephrase.py": "rephrase", "stitch.py": "stitch",
-         "stitch_cluster.py": "stitch_cluster", "sweep.py": "sweep"}
+         "stitch_cluster.py": "stitch_cluster", "sweep.py": "sweep",
+         "engine_defaults.py": "engine_defaults", "engine_core.py": "engine_core"}
+# The lines whose issue spells isa= first ("RESULT engine_defaults isa=... ..."): they
+# pass isa_first=True; every other keeps it last.
+ISA_FIRST = {"engine_defaults.py"}
 
 
 def _machine():
@@ -107,6 +111,8 @@ def test_result_line_goes_through_the_helper(path: Path):
         keywords = [k.arg for k in call.keywords]
         assert None not in keywords and "isa" not in keywords, \
             f"{where}: fields by name only; isa is the helper's, last"
+        assert ("isa_first" in keywords) == (path.name in ISA_FIRST), \
+            f"{where}: isa_first only where the issue puts isa= first ({sorted(ISA_FIRST)})"
 
     # the load before and after the measurement, and nothing printed after RESULT
     assert len(_calls(tree, "print_machine")) >= 2, \
@@ -133,6 +139,13 @@ def test_result_line_ends_with_isa(monkeypatch):
     line = machine.result_line("capacity", nodes=1000, fit_ms=f"{264.04:.1f}", spread="1..2")
     assert line == "RESULT capacity nodes=1000 fit_ms=264.0 spread=1..2 isa=avx2,avx512f"
     assert line.split()[-1] == "isa=avx2,avx512f"
+
+
+def test_isa_first_puts_it_after_the_name(monkeypatch):
+    monkeypatch.setenv("SYNTHFACTORY_CPU_FLAGS", "avx2")
+    machine = _machine()
+    assert machine.result_line("engine_defaults", isa_first=True, ratio="0.95") == \
+        "RESULT engine_defaults isa=avx2 ratio=0.95"
 
 
 def test_isa_names_the_flags_in_their_order_or_none(monkeypatch):
