@@ -12,7 +12,11 @@ import os
 import pytest
 
 from synthfactory.model import default_model_dir, is_ready
-from synthfactory.rephrase.engine_choice import CPU_ENGINE_DEFAULTS
+from synthfactory.rephrase.engine_choice import (
+    CPU_ENGINE_DEFAULTS,
+    OWN_ENGINE_KEYS,
+    check_own_args,
+)
 from synthfactory.sweep.grid import config_label, expand_grid, load_grid
 from synthfactory.sweep.winner import back_off
 from tests.support.paths import ROOT
@@ -58,6 +62,9 @@ def vllm_check():
     parser = EngineArgs.add_cli_args(FlexibleArgumentParser(allow_abbrev=False))
 
     def check(config: dict):
+        # engine_core is ours (engine_choice.py), taken out before vLLM sees the arguments
+        check_own_args(config, "grid entry")
+        config = {k: v for k, v in config.items() if k not in OWN_ENGINE_KEYS}
         argv = ["--model", str(default_model_dir()), *_cli({**CPU_ENGINE_DEFAULTS, **config})]
         namespace = parser.parse_args(argv)
         for key, value in config.items():
