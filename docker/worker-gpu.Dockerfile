@@ -28,6 +28,28 @@ RUN pip install "vllm==0.32.0" "torch==2.13.0" "pyspark==4.3.0" \
       "accelerate==1.15.0" "matplotlib==3.11.2" "tqdm==4.70.1" "psutil==7.2.2" \
       "py3langid==0.4.0" "datasketch==2.0.0" \
     && pip install --no-deps .
+# Suffix decoding (speculative_config method "suffix", examples/sweep/gpu.json) needs
+# arctic-inference, a GPU-only pin: the CPU worker cannot run suffix decoding and does not
+# install it (GPU_ONLY in tests/support/image_requirements.py). 0.1.1 is the release
+# vLLM 0.32.0 asks for ("pip install arctic-inference==0.1.1", vllm/config/speculative.py);
+# its suffix tree and SuffixDecodingCache, all that vLLM imports, are the same as in the
+# newest (0.3.0). It has no runtime requirements, and its vLLM plugin patches nothing
+# unless ARCTIC_INFERENCE_ENABLED=1 (it targets vllm 0.10.1). It ships only as an sdist
+# (a C++ extension, nanobind): built here against the torch above, without build
+# isolation (its build requirements pin torch 2.7.0, which pip would otherwise fetch with
+# its CUDA wheels, gigabytes, only to run its setup.py), for this venv's python (CMake
+# would take the first python3 it finds); the compiler and build tools leave again (not
+# quoted, so not image pins). tests/integration/engine/test_gpu_image_requirements.py
+# resolves every quoted pin of this file against PyPI.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends g++ python3.11-dev \
+    && pip install setuptools wheel cmake nanobind==2.9.2 \
+    && CMAKE_ARGS="-DPython_EXECUTABLE=/opt/venv/bin/python" \
+       pip install --no-build-isolation "arctic-inference==0.1.1" \
+    && python -c "from arctic_inference.suffix_decoding import SuffixDecodingCache" \
+    && pip uninstall -y cmake nanobind \
+    && apt-get purge -y --auto-remove g++ python3.11-dev \
+    && rm -rf /var/lib/apt/lists/*
 
 # The non-root user of the pods (runAsUser 1000) and the folders it writes; in a pod
 # each is an emptyDir, so the image works the same with or without them mounted.

@@ -4,7 +4,8 @@ Every configuration is layered on the built-in engine defaults (``engines.py``),
 is "the defaults", measured in every round as the reference. A configuration's key is a
 hash of its canonical JSON: the same configuration has the same key in every run, which
 is what lets a rerun find its earlier result. ``gpu_only`` names the entries the CPU
-build cannot run or would run without effect; the sweep skips them there.
+build cannot run (on this CPU: an fp8 KV cache needs AVX-512 or AMX) or would run without
+effect; the sweep skips them there.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
+from synthfactory.hardware import cpu_flags
 
 # Set by the sweep itself (or by --model); a grid entry must not override them.
 RESERVED = ("model",)
@@ -26,6 +28,12 @@ GPU_SPECULATIVE = {
     "suffix": "suffix decoding needs the arctic-inference package (GPU image only)",
     "ngram_gpu": "ngram_gpu is n-gram drafting in CUDA kernels",
 }
+
+# KV-cache dtypes vLLM's CPU attention stores (cpu_attn.py, supported_kv_cache_dtypes);
+# the fp8 ones only on x86 with AVX-512 or AMX (_get_attn_isa raises NotImplementedError
+# elsewhere), the flags torch.cpu._is_avx512_supported / _is_amx_tile_supported read.
+CPU_FP8_KV_CACHE = ("fp8", "fp8_e4m3", "fp8_e5m2")
+CPU_FP8_KV_FLAGS = ("avx512f", "amx_tile")
 
 
 def config_key(config: dict) -> str:
@@ -58,13 +66,23 @@ def check_endpoint_config(config: dict, where: str) -> None:
                                     "positive integer")
 
 
-def gpu_only(config: dict) -> str | None:
-    """Why the CPU build cannot measure ``config``, or None when it can."""
+def gpu_only(config: dict, flags: frozenset[str] | None = None) -> str | None:
+    """Why the CPU build cannot measure ``config`` on this CPU (``flags``: its
+    /proc/cpuinfo flags, read when needed), or None when it can."""
     if "gpu_memory_utilization" in config:  # the CPU KV cache is VLLM_CPU_KVCACHE_SPACE
         return "the CPU build ignores gpu_memory_utilization"
     speculative = config.get("speculative_config")
     if isinstance(speculative, dict) and speculative.get("method") in GPU_SPECULATIVE:
         return GPU_SPECULATIVE[speculative["method"]]
+    kv_cache_dtype = config.get("kv_cache_dtype", "auto")
+    if kv_cache_dtype in CPU_FP8_KV_CACHE:
+        flags = cpu_flags() if flags is None else flags
+        if not any(flag in flags for flag in CPU_FP8_KV_FLAGS):
+            return (f"kv_cache_dtype {kv_cache_dtype} needs AVX-512 or AMX on the CPU build "
+                    "(this CPU has neither)")
+    elif kv_cache_dtype != "auto":
+        return (f"kv_cache_dtype {kv_cache_dtype}: the CPU build stores the KV cache as auto "
+                f"or {'/'.join(CPU_FP8_KV_CACHE)} only")
     return None
 
 

@@ -42,10 +42,17 @@ def _cli(config: dict) -> list[str]:
     return argv
 
 
+# engine argument -> (section, field) where vLLM keeps it under another name
+RENAMED = {"kv_cache_dtype": ("cache_config", "cache_dtype")}
+
+
 def _effective(vllm_config, key: str):
     """Where vLLM keeps the value of an engine argument once validated."""
     if key == "speculative_config":
         return vllm_config.speculative_config.method
+    if key in RENAMED:
+        part, field = RENAMED[key]
+        return getattr(getattr(vllm_config, part), field)
     for part in ("scheduler_config", "cache_config"):
         section = getattr(vllm_config, part)
         if hasattr(section, key):
@@ -96,7 +103,10 @@ def test_the_grids_hold_the_entries_the_docs_name():
     gpu = [e for name, e in ENTRIES.items() if name.startswith("gpu.json")]
     keys = {k for e in gpu for k in e}
     assert {"max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
-            "enable_prefix_caching", "speculative_config"} <= keys
+            "enable_prefix_caching", "kv_cache_dtype", "speculative_config"} <= keys
+    assert {e["kv_cache_dtype"] for e in gpu if "kv_cache_dtype" in e} == {"fp8"}
+    assert any("kv_cache_dtype" in e and e.get("speculative_config", {}).get("method")
+               == "suffix" for e in gpu)  # fp8 KV cache with suffix decoding
     methods = {e["speculative_config"]["method"] for e in gpu if "speculative_config" in e}
     assert methods == {"ngram", "suffix"}
 
@@ -111,6 +121,7 @@ def test_every_grid_entry_and_its_backed_off_form_pass_vllms_own_validation(
 
 @pytest.mark.parametrize("bad, error, message", [
     ({"max_num_seq": 8}, SystemExit, None),
+    ({"kv_cache_dtype": "fp9"}, SystemExit, None),
     ({"speculative_config": {"method": "sufix", "num_speculative_tokens": 8}}, ValueError,
      "method"),
     ({"speculative_config": {"method": "ngram", "prompt_lookup_maxx": 4}}, ValueError,

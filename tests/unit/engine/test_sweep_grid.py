@@ -7,7 +7,19 @@ import json
 import pytest
 
 from synthfactory.errors import SynthfactoryError
-from synthfactory.sweep.grid import config_key, config_label, expand_grid, load_grid
+from synthfactory.sweep.grid import (
+    config_key,
+    config_label,
+    expand_grid,
+    gpu_only,
+    load_grid,
+)
+from tests.support.paths import ROOT
+
+SUFFIX = {"method": "suffix", "num_speculative_tokens": 32}
+AVX2 = frozenset({"sse4_2", "avx2", "fma"})
+AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+AMX = AVX512 | {"amx_tile", "amx_bf16"}
 
 
 def test_product_form_expands_to_every_combination_after_the_baseline():
@@ -64,3 +76,43 @@ def test_grid_comes_from_inline_json_a_json_file_or_a_yaml_file(tmp_path):
     (tmp_path / "bad.json").write_text("[{")
     with pytest.raises(SynthfactoryError, match="bad.json: not valid JSON"):
         load_grid(str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("config, flags, reason", [
+    ({"max_num_seqs": 8}, AVX2, None),
+    ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}}, AVX2, None),
+    ({"gpu_memory_utilization": 0.9}, AMX, "ignores gpu_memory_utilization"),
+    ({"speculative_config": SUFFIX}, AMX, "needs the arctic-inference package"),
+    ({"speculative_config": {"method": "ngram_gpu"}}, AMX, "CUDA kernels"),
+    # vLLM's CPU attention stores an fp8 KV cache only with AVX-512 or AMX (cpu_attn.py)
+    ({"kv_cache_dtype": "fp8"}, AVX2, "kv_cache_dtype fp8 needs AVX-512 or AMX"),
+    ({"kv_cache_dtype": "fp8_e5m2"}, frozenset(), "needs AVX-512 or AMX"),
+    ({"kv_cache_dtype": "fp8"}, AVX512, None),
+    ({"kv_cache_dtype": "fp8_e4m3"}, AMX, None),
+    ({"kv_cache_dtype": "auto"}, AVX2, None),
+    ({"kv_cache_dtype": "nvfp4_ds_mla"}, AMX, "stores the KV cache as auto or fp8"),
+    ({"kv_cache_dtype": "fp8", "speculative_config": SUFFIX}, AMX, "arctic-inference"),
+])
+def test_gpu_only_names_what_the_cpu_build_cannot_run_on_this_cpu(config, flags, reason):
+    got = gpu_only(config, flags)
+    assert got is None if reason is None else reason in got
+
+
+def test_gpu_only_reads_this_cpus_flags_when_not_given(monkeypatch):
+    monkeypatch.setenv("SYNTHFACTORY_CPU_FLAGS", "avx2")
+    assert "AVX-512 or AMX" in gpu_only({"kv_cache_dtype": "fp8"})
+    monkeypatch.setenv("SYNTHFACTORY_CPU_FLAGS", "avx2,amx_tile")
+    assert gpu_only({"kv_cache_dtype": "fp8"}) is None
+
+
+def test_the_gpu_grid_leaves_the_cpu_build_the_entries_it_can_run():
+    entries = expand_grid(load_grid(str(ROOT / "examples/sweep/gpu.json")), baseline=False)
+    runs = [config_label(e) for e in entries if gpu_only(e, AVX2) is None]
+    assert runs == ["max_num_batched_tokens=8192,max_num_seqs=256",
+                    "max_num_batched_tokens=16384,max_num_seqs=512",
+                    "enable_prefix_caching=false",
+                    'speculative_config={"method": "ngram", "num_speculative_tokens": 5, '
+                    '"prompt_lookup_max": 4, "prompt_lookup_min": 2}']
+    # with AVX-512 the fp8 KV cache alone runs too; fp8 with suffix decoding never does
+    assert [config_label(e) for e in entries if gpu_only(e, AVX512) is None] == [
+        *runs[:3], 'kv_cache_dtype="fp8"', runs[3]]
