@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from synthfactory.hardware import cpu_hardware, default_dtype
 from tests.support.paths import ROOT
 
 FIGURES = {"rows_generated", "tokens_per_s", "prompt_lengths", "output_lengths"}
@@ -49,6 +50,10 @@ def test_dag_run_ends_with_a_report_that_adds_up(dag_run):
         sum(c["device_seconds"] for c in commits), abs=0.01)
     assert report["lengths"]["output_tokens"]["count"] == rephrase["rows_generated"]
     assert report["cost"]["usd_per_1b_output_tokens"] > 0
+    # one engine choice for the run, the dtype this host's CPU runs natively (ADR 0130)
+    dtype, reason = default_dtype(cpu_hardware())
+    assert [(e["dtype"], e["dtype_reason"], e["shards"]) for e in report["tokens"]["engines"]
+            ] == [(dtype, reason, len(commits))]
     assert {e["template_id"] for e in report["examples"]} == {"summary", "qa"}
     quality = report["quality"]  # every generated row got a verdict
     assert quality["usable"] + quality["rejected"] == rephrase["rows_generated"]
@@ -66,3 +71,5 @@ def test_dag_run_ends_with_a_report_that_adds_up(dag_run):
     assert (f'data-figure="rows_generated" data-value="{rephrase["rows_generated"]}"'
             in shown["html"])
     assert 'data-complete="true"' in shown["html"]
+    assert f'data-figure="engine_dtype" data-value="{dtype}"' in shown["html"]
+    assert reason in shown["html"]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from synthfactory import storage
+from synthfactory import hardware, storage
+from synthfactory.hardware import cpu_hardware, default_dtype
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.worker import read_commit
 from tests.support.shards import write_real_prompt_shard
@@ -73,6 +74,14 @@ def test_sigkill_mid_shard_then_resume_is_exactly_once(tmp_path):
     commit = read_commit(f"file://{parts}")
     assert commit["rows_generated"] + commit["rows_quarantined"] == ROWS
     assert commit["output_tokens"] > 0 and commit["device"] == "cpu"
+    # the dtype this CPU runs fastest, and why, as vLLM itself configured it (ADR 0130):
+    # float32 on an AVX2-only CPU (bfloat16 emulated there ran 4.2x slower)
+    dtype, reason = default_dtype(cpu_hardware())
+    choice = commit["engine_choice"]
+    assert choice["dtype"] == commit["engine_args"]["dtype"] == dtype
+    assert choice["dtype_reason"] == reason and hardware.isa() in reason
+    assert choice["hardware"] == {"device": "cpu", "isa": hardware.isa()}
+    assert choice["engine_core"] == "inprocess" and choice["kv_cache_tokens"] >= 2048
     texts = pa.concat_tables([storage.read_table(f"file://{parts}/{p['name']}")
                               for p in commit["parts"]]).column("output_text").to_pylist()
     assert sum(len(t.split()) >= 3 for t in texts) >= ROWS // 2  # real words came out

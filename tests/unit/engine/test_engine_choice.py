@@ -149,3 +149,19 @@ def test_the_cpu_flags_come_from_the_environment_override(monkeypatch):
     assert hardware.default_dtype(hardware.cpu_hardware())[0] == "bfloat16"
     monkeypatch.setenv(hardware.CPU_FLAGS_ENV, "none")
     assert hardware.isa() == "none"
+
+
+def test_the_report_counts_each_distinct_engine_choice_once():
+    """Two groups on unlike hosts show as two choices, each with its shards; an engine
+    without a choice (echo, an endpoint) adds none."""
+    from types import SimpleNamespace
+
+    from synthfactory.contract.report_figures import engine_choices
+
+    avx2 = choose(AVX2, {}, None).record
+    amx = choose(SAPPHIRE, {}, None).record
+    shards = [SimpleNamespace(commit={"engine_choice": c}) for c in (avx2, amx, avx2)]
+    shards += [SimpleNamespace(commit={"engine_choice": {}}), SimpleNamespace(commit=None)]
+    got = engine_choices(SimpleNamespace(shards=shards))
+    assert [(e["dtype"], e["shards"]) for e in got] == [("float32", 2), ("bfloat16", 1)]
+    assert got[0]["dtype_reason"] == "float32: this CPU has no native bfloat16 (avx2)"
