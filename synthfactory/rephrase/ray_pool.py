@@ -20,7 +20,14 @@ per replica, so the driver always knows who works on what:
   ``VLLM_CPU_OMP_THREADS_BIND``), so two replicas never fight over one core;
 - with ``replicas_per_node`` K, replicas are pinned K to a node (hard node affinity):
   a replica whose node dies cannot be placed again (Ray says unschedulable), so it is
-  given up and its shard goes back to the queue for the replicas on surviving nodes.
+  given up and its shard goes back to the queue for the replicas on surviving nodes;
+- and a replica takes its place on a node with room (one that joined the cluster, as
+  KubeRay brings a lost worker back) as soon as there is one: the pool does not wait for
+  Ray's verdict on the node (its health checks, ~15 s and more) once the replica stopped
+  answering and another node has room. A replica started (or restarted) mid-run loads
+  its engine before it takes a shard (``warm``), so the shards keep going to the
+  replicas that can generate. ``SYNTHFACTORY_RAY_REPLACE_LOST=0``: no replacement, the
+  run ends on the survivors (issue 31 measured what that costs: docs/rephrase.md).
 
 Ray is imported only here; ``rephrase --replicas 1`` without an address never loads it.
 """
@@ -31,13 +38,15 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
 log = logging.getLogger(__name__)
+
+REPLACE_LOST_ENV = "SYNTHFACTORY_RAY_REPLACE_LOST"
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,12 @@ class PoolOptions:
     max_attempts: int = 3  # per shard, over replica deaths
     max_restarts: int = 2  # per replica
     replicas_per_node: int | None = None  # None: Ray places replicas by their resources
+    # A pinned replica lost with its node is started again on a node with room (one that
+    # joined, or a survivor with room to spare); SYNTHFACTORY_RAY_REPLACE_LOST=0: given
+    # up, the run ends on the survivors (the behaviour before issue 31)
+    replace_lost: bool = field(
+        default_factory=lambda: os.environ.get(REPLACE_LOST_ENV, "1") != "0")
+    node_poll_s: float = 1.0  # while a replacement waits for a node with room
 
 
 class _Replica:
@@ -78,6 +93,14 @@ class _Replica:
                 "node": ray.get_runtime_context().get_node_id(),
                 "cores": sorted(os.sched_getaffinity(0)),
                 "omp_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")}
+
+    def warm(self) -> dict:
+        """``ready()`` once the engine is up: a replica started (or restarted) during the
+        run loads its engine before it takes a shard, so the shards go on to the replicas
+        that can generate meanwhile."""
+        started = time.monotonic()
+        self._engine()
+        return {**self.ready(), "engine_start_s": round(time.monotonic() - started, 3)}
 
     def rephrase(self, shard_url: str, run_url: str | None, options: WorkerOptions) -> dict:
         import ray
@@ -159,67 +182,159 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
     local = pool.address in (None, "local")
     cores = replica_cores(pool.replicas) if cpu_build and local else [None] * pool.replicas
     cpus = [len(c) if c else 1 for c in cores]
+    nodes: list[str | None] = [None] * pool.replicas
     if pool.replicas_per_node:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        # hard (soft=False): restarted on its own node or not at all, never doubled up
-        # on a survivor whose cores another replica already uses
-        strategies = [NodeAffinitySchedulingStrategy(node, soft=False) for node in
-                      placement_nodes(ray.nodes(), pool.replicas, pool.replicas_per_node,
-                                      max(cpus), pool.gpus_per_replica)]
-    else:
-        strategies = ["DEFAULT"] * pool.replicas
+        nodes = list(placement_nodes(ray.nodes(), pool.replicas, pool.replicas_per_node,
+                                     max(cpus), pool.gpus_per_replica))
     remote = ray.remote(_Replica)
-    actors = []
-    for i in range(pool.replicas):
+
+    def start(index: int, node: str | None, replica_cores: list[int] | None):
+        """A replica; pinned to ``node`` when given."""
+        strategy = "DEFAULT"
+        if node is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            # hard (soft=False): restarted on its own node or not at all, never doubled
+            # up on a survivor whose cores another replica already uses
+            strategy = NodeAffinitySchedulingStrategy(node, soft=False)
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine dies with its replica
-        if cores[i]:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(cores[i])
+        if replica_cores:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(replica_cores)
             # Ray sets OMP_NUM_THREADS to the actor's num_cpus when unset; said here so
             # the engine's threads match its cores (1 would halve a 2-core replica)
-            env["OMP_NUM_THREADS"] = str(len(cores[i]))
-        actors.append(remote.options(
-            num_gpus=pool.gpus_per_replica, num_cpus=cpus[i], scheduling_strategy=strategies[i],
-            max_restarts=pool.max_restarts, max_task_retries=0,
+            env["OMP_NUM_THREADS"] = str(len(replica_cores))
+        return remote.options(
+            num_gpus=pool.gpus_per_replica,
+            num_cpus=len(replica_cores) if replica_cores else 1,
+            scheduling_strategy=strategy, max_restarts=pool.max_restarts, max_task_retries=0,
             runtime_env={"env_vars": env}, name=None,
-        ).remote(spec, i, cores[i]))
+        ).remote(spec, index, replica_cores)
+
+    actors = [start(i, nodes[i], cores[i]) for i in range(pool.replicas)]
+    replicas = [_Slot(actors[i], nodes[i], cores[i]) for i in range(pool.replicas)]
     try:
         try:  # a replica that cannot start (no CUDA, no model) fails the command at once
             started = ray.get([a.ready.remote() for a in actors])
         except RayActorError as exc:
             raise SynthfactoryError(f"a replica failed to start: {_cause(exc)}") from exc
         log.info("%d replica(s) ready: %s", len(actors), started)
-        results, figures = _drive(ray, actors, shard_urls, run_url, options, pool)
+        results, figures = _drive(ray, replicas, start, shard_urls, run_url, options, pool,
+                                  max(cpus))
         return results, {**figures, "replicas_per_node": pool.replicas_per_node,
-                         "replica_processes": started}
+                         "replica_processes": started + figures.pop("replacement_processes")}
     finally:
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
+        for replica in replicas:
+            ray.kill(replica.actor, no_restart=True)
         if started_here:
             ray.shutdown()
 
 
-def _drive(ray, actors, shard_urls, run_url, options, pool):
+@dataclass
+class _Slot:
+    """A replica the driver started: its actor, the node it is pinned to (None: Ray
+    places it) and its cores (a local Ray's share of this machine, else None)."""
+
+    actor: object
+    node: str | None
+    cores: list[int] | None
+
+
+def _room(ray_nodes: list[dict], pinned: list[str], avoid: set[str], per_node: int,
+          cpus: float, gpus: float) -> str | None:
+    """An alive node, not in ``avoid``, that has room for one more replica: fewer than
+    ``per_node`` of ours pinned to it (``pinned``: the nodes of the replicas still
+    working) and the resources for ``per_node`` of them; the first in the stable order of
+    ``placement_nodes``."""
+    count = {node: pinned.count(node) for node in set(pinned)}
+    for node in sorted((n for n in ray_nodes if n.get("Alive") and n["NodeID"] not in avoid
+                        and n["Resources"].get("CPU", 0) >= per_node * cpus
+                        and n["Resources"].get("GPU", 0) >= per_node * gpus),
+                       key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"])):
+        if count.get(node["NodeID"], 0) < per_node:
+            return node["NodeID"]
+    return None
+
+
+def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool, cpus):
     from ray.exceptions import ActorUnavailableError as unavailable
     from ray.exceptions import ActorUnschedulableError as unschedulable
     from ray.exceptions import RayActorError as actor_error
     from ray.exceptions import RayTaskError as task_error
 
     queue = deque((url, 1) for url in shard_urls)
-    idle = deque(range(len(actors)))
-    alive = set(range(len(actors)))
-    deaths = [0] * len(actors)
+    idle = deque(range(len(replicas)))
+    alive = set(range(len(replicas)))
+    deaths = [0] * len(replicas)
     in_flight: dict = {}  # ref -> (replica, shard URL or None for a revival probe, attempt)
     results: dict[str, dict] = {}
     requeued = 0
     gone: list[int] = []  # replicas given up: restarts exhausted, or their node is gone
+    events: list[dict] = []  # what happened when (wall clock): where a lost node's time goes
+    # Replacing a lost replica (pinned pools only: an unpinned one is restarted by Ray
+    # wherever there is room). `suspects`: replicas whose process stopped answering while
+    # Ray still calls their node alive (it says so only after its health checks, ~15 s
+    # and more); `wanted`: replicas given up whose place is still empty.
+    replacing = bool(pool.replicas_per_node) and pool.replace_lost
+    suspects: dict[int, object] = {}  # replica -> its revival probe's ref
+    wanted: list[int] = []
+    replaced: list[int] = []
+    replacement_processes: list[dict] = []
+    dead_nodes: set[str] = set()
+
+    def event(name, index, url=None, **extra):
+        events.append({"t": round(time.time(), 3), "event": name, "replica": index,
+                       "shard": url, **extra})
 
     def give_up(index, exc):
         alive.discard(index)
+        suspects.pop(index, None)
         gone.append(index)
+        event("gone", index, error=type(exc).__name__)
         log.warning("replica %d is gone for good: %s", index, _cause(exc))
+        if isinstance(exc, unschedulable) and replicas[index].node:
+            dead_nodes.add(replicas[index].node)
+        if replacing and len(replaced) + len(wanted) < pool.replicas * max(1, pool.max_restarts):
+            wanted.append(index)
+
+    def replace_where_room():
+        """Start a replica on a node with room for each one given up, and in place of
+        each suspect as soon as another node has room (the suspect is killed first: one
+        replica per place, and its shard is already back in the queue)."""
+        ray_nodes = ray.nodes()
+        dead_nodes.update(n["NodeID"] for n in ray_nodes if not n.get("Alive"))
+        for index in list(suspects):
+            if replicas[index].node in dead_nodes:
+                ray.kill(replicas[index].actor, no_restart=True)
+                in_flight.pop(suspects[index], None)
+                give_up(index, unschedulable(f"replica {index}: its node is dead"))
+        for index in list(wanted) + list(suspects):
+            pinned = [replicas[i].node for i in alive if i not in suspects]
+            node = _room(ray_nodes, pinned, dead_nodes | {replicas[index].node},
+                         pool.replicas_per_node, cpus, pool.gpus_per_replica)
+            if node is None:
+                continue
+            if index in suspects:  # fenced: never two replicas of one place at work
+                ray.kill(replicas[index].actor, no_restart=True)
+                in_flight.pop(suspects.pop(index), None)
+                alive.discard(index)
+                gone.append(index)
+                event("gone", index, error="replaced while unreachable")
+            else:
+                wanted.remove(index)
+            new = len(replicas)
+            replicas.append(_Slot(start(new, node, replicas[index].cores), node,
+                                  replicas[index].cores))
+            alive.add(new)
+            deaths.append(0)
+            replaced.append(index)
+            event("replacing", new, node=node, instead_of=index)
+            log.warning("replica %d starts on node %s in place of replica %d", new, node,
+                        index)
+            in_flight[replicas[new].actor.warm.remote()] = (new, None, 0)
 
     while queue or any(url for _, url, _ in in_flight.values()):
+        if replacing and (wanted or suspects):
+            replace_where_room()
         if not alive:
             raise SynthfactoryError("every replica is gone (died more often than "
                                     f"max_restarts {pool.max_restarts}, or its node did); "
@@ -227,24 +342,44 @@ def _drive(ray, actors, shard_urls, run_url, options, pool):
         while queue and idle:
             index = idle.popleft()
             url, attempt = queue.popleft()
-            ref = actors[index].rephrase.remote(url, run_url, options)
+            ref = replicas[index].actor.rephrase.remote(url, run_url, options)
             in_flight[ref] = (index, url, attempt)
-        (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+            event("handed", index, url, attempt=attempt)
+        waiting = replacing and (wanted or suspects)  # look for room again in a second
+        ready, _ = ray.wait(list(in_flight), num_returns=1,
+                            timeout=pool.node_poll_s if waiting else None)
+        if not ready:
+            continue
+        ref = ready[0]
         index, url, attempt = in_flight.pop(ref)
-        if url is None:  # a revival probe: the restarted replica is back, or gone for good
-            try:
-                ray.get(ref)
+        if url is None:  # a revival probe: the (re)started replica's engine is up, or it is
+            try:         # gone for good
+                info = ray.get(ref)
+                suspects.pop(index, None)
+                if index >= pool.replicas and index not in {p["replica"] for p in
+                                                            replacement_processes}:
+                    replacement_processes.append(
+                        {k: v for k, v in info.items() if k != "engine_start_s"})
+                event("ready", index, engine_start_s=info["engine_start_s"])
                 idle.append(index)
             except unavailable:  # still restarting: ask again
                 time.sleep(0.5)
-                in_flight[actors[index].ready.remote()] = (index, None, 0)
+                probe = replicas[index].actor.warm.remote()
+                in_flight[probe] = (index, None, 0)
+                if index in suspects:
+                    suspects[index] = probe
             except (actor_error, unschedulable) as exc:  # restarts exhausted, or no node
                 give_up(index, exc)
+            except task_error as exc:  # its engine cannot start: no cure elsewhere either
+                if isinstance(exc.cause, SynthfactoryError):
+                    raise exc.cause from None
+                raise
             continue
         try:
             results[url] = ray.get(ref)
         except (actor_error, unschedulable) as exc:  # its process or its node died
             deaths[index] += 1
+            event("lost", index, url, error=type(exc).__name__)
             if attempt >= pool.max_attempts:
                 raise SynthfactoryError(
                     f"{url}: its replica died {attempt} time(s) (max attempts "
@@ -256,16 +391,21 @@ def _drive(ray, actors, shard_urls, run_url, options, pool):
             if isinstance(exc, unschedulable):  # pinned to a node that is gone
                 give_up(index, exc)
             else:  # no work for it until Ray has restarted it: the probe resolves then
-                in_flight[actors[index].ready.remote()] = (index, None, 0)
+                probe = replicas[index].actor.warm.remote()
+                in_flight[probe] = (index, None, 0)
+                if replacing:
+                    suspects[index] = probe
             continue
         except task_error as exc:  # the shard's own error: a retry on another replica is
             cause = exc.cause  # no cure (bad input, a rival writer), so it stops the task
             if isinstance(cause, SynthfactoryError):
                 raise cause from None
             raise
+        event("done", index, url)
         idle.append(index)
-    figures = {"replicas": len(actors), "actor_deaths": sum(deaths), "requeued": requeued,
-               "replicas_gone": sorted(gone)}
+    figures = {"replicas": pool.replicas, "actor_deaths": sum(deaths), "requeued": requeued,
+               "replicas_gone": sorted(gone), "replaced": replaced, "events": events,
+               "replacement_processes": replacement_processes}
     return [results[url] for url in shard_urls], figures
 
 
