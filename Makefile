@@ -33,7 +33,7 @@ export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
 export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
 .PHONY: setup demo test lint corpus model clean-demo standalone browser kube-control-plane \
-        test-prerequisites setup-and-browser
+        test-prerequisites setup-and-browser check-gpu-image
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
@@ -132,6 +132,12 @@ browser: /usr/bin/chromium
 /usr/bin/chromium:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+# The GPU image's pins resolved together on PyPI (pip --dry-run, metadata only, ~2 min):
+# run when a pin in docker/worker-gpu.Dockerfile changes. Not in `make test`, whose
+# traffic stays on 127.0.0.1 (docs/sweep.md).
+check-gpu-image: .venv-worker/.ok
+	.venv-worker/bin/pytest -q -p no:cacheprovider tests/integration/engine/pypi_gpu_image_pins.py
 
 lint: .venv/.ok
 	.venv/bin/ruff check .

@@ -1,13 +1,13 @@
 """The endpoint engine against the offline engine, on the same model and prompts.
 
-One vLLM OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``
-from .venv-worker) serves the embedded model with the offline engine's CPU defaults
-(its dtype: float32 without native bfloat16, max_model_len 2048, eager, seed 0). Then, in alternating sittings (offline,
-endpoint, offline, endpoint, ...), ``synthfactory rephrase`` rephrases the same shard
-into a fresh run folder with ``--engine vllm`` and with ``--engine openai``; each
-sitting's figure is its own summary's output tokens / generation seconds (model load
-and server start not counted, on either side). Every sitting's parts are read back:
-each prompt row exactly once, or the sitting counts as lost / duplicated.
+One vLLM OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server`` from
+.venv-worker) serves the embedded model with the offline engine's CPU defaults (its dtype:
+float32 without native bfloat16, max_model_len 2048, eager, seed 0). Then, in alternating
+sittings (offline, endpoint, offline, endpoint, ...), ``synthfactory rephrase`` rephrases
+the same shard into a fresh run folder with ``--engine vllm`` and with ``--engine
+openai``; each sitting's figure is its own summary's output tokens / generation seconds
+(model load and server start not counted, on either side). Every sitting's parts are read
+back: each prompt row exactly once, or the sitting counts as lost / duplicated.
 
 Prompts: the Python standard library's docstrings under the ``encyclopedic`` template
 (what ``make demo`` rephrases), 128 new tokens at most per row, greedy. Run it alone

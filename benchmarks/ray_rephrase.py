@@ -319,7 +319,9 @@ def main() -> None:
                 lost=lost_run["lost"] + steady["lost"],
                 duplicated=lost_run["duplicated"] + steady["duplicated"],
                 tokens_per_s=f"{lost_run['tokens_per_s']:.1f}",
-                **{k: f"{v:.1f}" for k, v in times.items()}))
+                lost_s=f"{times['lost_s']:.1f}", detect_s=f"{times['detect_s']:.1f}",
+                engine_start_s=f"{times['engine_start_s']:.1f}",
+                uncommitted_s=f"{times['uncommitted_s']:.1f}"))
             return
         marker = tmp / "ray-2-kill.paused"
         single = run_way("single", shards, args, tmp, replicas=1)

@@ -39,11 +39,11 @@ RUN pip install "vllm==0.32.0" "torch==2.13.0" "pyspark==4.3.0" \
 # isolation (its build requirements pin torch 2.7.0, which pip would otherwise fetch with
 # its CUDA wheels, gigabytes, only to run its setup.py), for this venv's python (CMake
 # would take the first python3 it finds); the compiler and build tools leave again (not
-# quoted, so not image pins). tests/integration/engine/test_gpu_image_requirements.py
+# quoted, so not image pins). tests/integration/engine/pypi_gpu_image_pins.py
 # resolves every quoted pin of this file against PyPI.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends g++ python3.11-dev \
-    && pip install setuptools wheel cmake nanobind==2.9.2 \
+    && pip install setuptools==80.9.0 wheel==0.45.1 cmake==3.31.6 nanobind==2.9.2 \
     && CMAKE_ARGS="-DPython_EXECUTABLE=/opt/venv/bin/python" \
        pip install --no-build-isolation "arctic-inference==0.1.1" \
     && python -c "from arctic_inference.suffix_decoding import SuffixDecodingCache" \

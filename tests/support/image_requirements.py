@@ -2,7 +2,7 @@
 installs, pyproject.toml's extras, and the packages only the GPU image has.
 
 tests/unit/airflow/test_image_pins.py keeps the pins in step with the extras;
-tests/integration/engine/test_gpu_image_requirements.py resolves the GPU image's pins
+tests/integration/engine/pypi_gpu_image_pins.py resolves the GPU image's pins
 against PyPI.
 """
 

@@ -16,8 +16,6 @@ from tests.support.paths import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
 HELPER = "machine"
-# Its owner converts it in its own change; until then it prints its line itself.
-EXEMPT = {"ray_rephrase.py"}
 # The benchmarks issue 31 names, each with its RESULT name: all must be found below.
 NAMED = {"capacity.py": "capacity", "crawl.py": "crawl", "endpoint.py": "endpoint",
          "gpu_smoke.py": "gpu_smoke", "lengths.py": "lengths",
@@ -69,7 +67,7 @@ def _prints_result(tree: ast.AST) -> bool:
 def _benchmarks() -> list[Path]:
     found = []
     for path in sorted(BENCHMARKS.glob("*.py")):
-        if path.name == f"{HELPER}.py" or path.name in EXEMPT:
+        if path.name == f"{HELPER}.py":
             continue
         if _prints_result(ast.parse(path.read_text(), str(path))):
             found.append(path)

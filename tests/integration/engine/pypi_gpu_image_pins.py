@@ -14,7 +14,9 @@ arctic-inference (0.1 MB, prepared without build isolation against .venv-worker'
 as the image builds it against its own; isolated, pip would first install torch 2.7.0
 and its CUDA wheels to run its setup.py). 75-110 s here.
 
-Without the registry the test skips; with CI=true that skip is a failure (tests/conftest.py).
+Not in ``make test`` (its traffic stays on 127.0.0.1): the file name keeps it out of
+pytest's collection, and ``make check-gpu-image`` names it. Without the registry it
+skips; with CI=true that skip is a failure (tests/conftest.py).
 """
 
 from __future__ import annotations
