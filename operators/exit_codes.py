@@ -1,8 +1,9 @@
 """The engine's exit codes, as the operators read them (docs/contracts.md).
 
-The engine exits 2 for a bad command line and 3 for a PermanentError (bad input, a
-refused commit): the same argv would fail the same way, so the task fails without
-spending its retries. 1 (a store that timed out, an unforeseen error) is retried.
+The engine exits 2 for a bad command line and 3 for a SynthfactoryError, its default
+(bad input, a refused commit): the same argv would fail the same way, so the task fails
+without spending its retries. 1 (a RetryableError: a store that timed out, an engine
+that died; or an unforeseen error) is retried.
 The codes are the contract's (synthfactory.contract, standard library only): the one
 module of the engine the Airflow layer imports.
 """

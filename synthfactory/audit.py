@@ -13,7 +13,7 @@ Each check reads what the steps wrote, not their summaries:
 
 Every prompt row ends in exactly one of registered, rejected and quarantined.
 
-Every discrepancy is printed, and the command exits 1 when there is any. The last line
+Every discrepancy is printed, and the command exits 3 when there is any. The last line
 is ``RESULT audit docs_in=... prompt_rows=... generated=... quarantined=... rejected=...
 registered=... lost=... duplicated=... stale=...`` (``registered=unchecked`` without a
 catalog).

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         print(f"{prefix} {exc}", file=sys.stderr)
-        return exc.exit_code  # 3 for a PermanentError: Airflow does not retry (errors.py)
+        return exc.exit_code  # 3 unless a RetryableError: Airflow does not retry (errors.py)
     except KeyboardInterrupt:
         print(f"synthfactory {name}: interrupted", file=sys.stderr)
         return 130

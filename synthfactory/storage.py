@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from synthfactory.contract import RunFolder
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError, SynthfactoryError
 
 SCHEMES = ("file", "s3")
 S3_MAX_ATTEMPTS = 10  # per request, when AWS_MAX_ATTEMPTS is not set
@@ -193,7 +193,11 @@ def read_table(url: str, columns: list[str] | None = None) -> pa.Table:
     except FileNotFoundError as exc:
         raise SynthfactoryError(f"{url}: not found") from exc
     except (pa.ArrowInvalid, OSError) as exc:
-        raise SynthfactoryError(f"{url}: unreadable parquet ({exc})") from exc
+        # an OSError from S3 is the network or the service (after pyarrow's own retries)
+        # and may pass; a broken file, or a local one, reads the same way next time
+        remote = isinstance(exc, OSError) and not isinstance(fs, pafs.LocalFileSystem)
+        kind = RetryableError if remote else SynthfactoryError
+        raise kind(f"{url}: unreadable parquet ({exc})") from exc
 
 
 def write_table(table: pa.Table, url: str, **kwargs) -> None:

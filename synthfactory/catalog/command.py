@@ -27,7 +27,7 @@ from synthfactory.catalog.iceberg_table import (
 from synthfactory.catalog.lineage import PROPERTY_PREFIX, lineage_of
 from synthfactory.catalog.run_reader import read_committed_run
 from synthfactory.cli_types import yes_no
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.faults import pause_point
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def register(
         config.close_catalog(catalog)
 
     if written.rows_added != lineage.rows_registered:
-        raise SynthfactoryError(
+        raise RetryableError(  # a rerun registers the files as they are then
             f"{table}: appended {written.rows_added} rows but {committed.run_url} has "
             f"{lineage.rows_registered} to register; the parts or verdicts changed while "
             "registering, register again"

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from synthfactory import storage
 from synthfactory.contract import CATALOG_URI_ENV, DEFAULT_WAREHOUSE, HOME_ENV, has_password
 from synthfactory.contract.catalog_uri import PASSWORD_KEYS, USERINFO, default_catalog_uri
-from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,9 @@ def open_catalog(settings: CatalogSettings):
         # (the driver's first line; SQLAlchemy appends SQL and a link on the next ones).
         where = redact_uri(uri) if uri else "its configuration"
         reason = scrub(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0], uri)
-        raise SynthfactoryError(
+        # retried: a database that is down or restarting comes back (a wrong database
+        # name or password does not, but the drivers do not tell them apart reliably)
+        raise RetryableError(
             f"catalog {settings.name!r} ({where}): cannot reach the catalog database ({reason})"
         ) from exc
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from synthfactory import storage
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.faults import pause_point
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def replace_run_rows(
         except CommitFailedException as exc:
             conflicts += 1
             if conflicts >= attempts:
-                raise SynthfactoryError(
+                raise RetryableError(  # a later attempt meets fewer writers
                     f"{identifier}: another writer committed first {conflicts} times in a row "
                     f"({exc}); run register again") from exc
             delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (conflicts - 1))

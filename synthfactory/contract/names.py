@@ -3,11 +3,11 @@ pod, docs/contracts.md): exit codes, environment variable names, the shipped sty
 
 from __future__ import annotations
 
-# Exit codes: whether Airflow retries the task (docs/adr/0105).
+# Exit codes: whether Airflow retries the task (docs/adr/0105, docs/adr/0131).
 EXIT_DONE = 0  # the summary is the XCom
-EXIT_RETRYABLE = 1  # a SynthfactoryError a retry may cure, or an unforeseen error
+EXIT_RETRYABLE = 1  # a RetryableError (a retry may cure it), or an unforeseen error
 EXIT_USAGE = 2  # argparse's own code for a bad command line
-EXIT_PERMANENT = 3  # PermanentError: the same argv fails the same way
+EXIT_PERMANENT = 3  # a SynthfactoryError (the default): the same argv fails the same way
 NOT_RETRYABLE = frozenset({EXIT_USAGE, EXIT_PERMANENT})
 
 # Environment variables a step reads.

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 
 from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo
-from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 
 _DENIED = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch",
            "AccountProblem", "InvalidToken", "ExpiredToken", "403"}
@@ -102,8 +102,12 @@ class S3Lister:
             BotoCoreError,
             ClientError,
             EndpointConnectionError,
+            HTTPClientError,
             NoCredentialsError,
             ParamValidationError,
+        )
+        from botocore.exceptions import (
+            ConnectionError as BotoConnectionError,
         )
 
         where = f"s3://{self.bucket}/{kwargs['Prefix']}"
@@ -121,15 +125,18 @@ class S3Lister:
                     "and that they allow s3:ListBucket"
                 ) from exc
             if code in _THROTTLED:
-                raise SynthfactoryError(
+                raise RetryableError(
                     f"{where}: still throttled ({code}) after {attempts + 1} attempts; "
                     "raise --max-attempts or lower --workers"
                 ) from exc
-            raise SynthfactoryError(
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            # a 5xx is the server's trouble and may pass; a 4xx is the request's
+            kind = RetryableError if status >= 500 else SynthfactoryError
+            raise kind(
                 f"{where}: ListObjectsV2 failed: {code}: {error.get('Message', exc)}"
             ) from exc
         except EndpointConnectionError as exc:
-            raise SynthfactoryError(f"{where}: cannot reach the S3 endpoint ({exc})") from exc
+            raise RetryableError(f"{where}: cannot reach the S3 endpoint ({exc})") from exc
         except NoCredentialsError as exc:
             raise SynthfactoryError(
                 f"{where}: no AWS credentials found (environment, profile or instance role)"
@@ -137,4 +144,7 @@ class S3Lister:
         except ParamValidationError as exc:
             raise SynthfactoryError(f"{where}: invalid request ({exc})") from exc
         except BotoCoreError as exc:
-            raise SynthfactoryError(f"{where}: listing failed ({exc})") from exc
+            # a read timeout or a dropped connection may pass; a bad region or profile not
+            transient = isinstance(exc, (HTTPClientError, BotoConnectionError))
+            kind = RetryableError if transient else SynthfactoryError
+            raise kind(f"{where}: listing failed ({exc})") from exc

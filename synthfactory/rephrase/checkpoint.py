@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.contract.paths import part_name
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.faults import pause_point
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,9 @@ _META_QUARANTINED = b"synthfactory.quarantined_rows"
 _META_PROMPT_CHECKSUM = b"synthfactory.prompt_checksum"
 
 
-class ConcurrentWriter(SynthfactoryError):
-    """A second writer is on the same shard; this one stops without committing."""
+class ConcurrentWriter(RetryableError):
+    """A second writer is on the same shard; this one stops without committing. Retried:
+    the rival is usually an earlier attempt still running, committed or gone by the next."""
 
 
 @dataclass

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from synthfactory.cli_types import positive_float
 from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
-from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.errors import PermanentError, RetryableError
 from synthfactory.rephrase.engines import Completion
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def check_endpoint_arguments(args: argparse.Namespace) -> None:
     api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
 
 
-class EndpointUnavailable(SynthfactoryError):
+class EndpointUnavailable(RetryableError):
     """The server kept failing for longer than the retry budget (retryable exit)."""
 
 

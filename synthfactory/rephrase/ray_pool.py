@@ -40,7 +40,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
@@ -141,7 +141,7 @@ def placement_nodes(nodes: list[dict], replicas: int, per_node: int, cpus: float
                  key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
     needed = -(-replicas // per_node)
     if len(fit) < needed:  # retryable: nodes may still be joining the cluster
-        raise SynthfactoryError(
+        raise RetryableError(
             f"--replicas {replicas} --replicas-per-node {per_node}: needs {needed} alive "
             f"node(s) with {per_node * cpus:g} CPU(s) and {per_node * gpus:g} GPU(s) each; "
             f"the cluster has {len(fit)} such node(s) of {len(nodes)}")
@@ -216,7 +216,7 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
         try:  # a replica that cannot start (no CUDA, no model) fails the command at once
             started = ray.get([a.ready.remote() for a in actors])
         except RayActorError as exc:
-            raise SynthfactoryError(f"a replica failed to start: {_cause(exc)}") from exc
+            raise _kind(exc)(f"a replica failed to start: {_cause(exc)}") from exc
         log.info("%d replica(s) ready: %s", len(actors), started)
         results, figures = _drive(ray, replicas, start, shard_urls, run_url, options, pool,
                                   max(cpus))
@@ -336,9 +336,9 @@ def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool
         if replacing and (wanted or suspects):
             replace_where_room()
         if not alive:
-            raise SynthfactoryError("every replica is gone (died more often than "
-                                    f"max_restarts {pool.max_restarts}, or its node did); "
-                                    f"giving up with {len(queue)} shard(s) left")
+            raise RetryableError("every replica is gone (died more often than "
+                                f"max_restarts {pool.max_restarts}, or its node did); "
+                                f"giving up with {len(queue)} shard(s) left")
         while queue and idle:
             index = idle.popleft()
             url, attempt = queue.popleft()
@@ -381,7 +381,7 @@ def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool
             deaths[index] += 1
             event("lost", index, url, error=type(exc).__name__)
             if attempt >= pool.max_attempts:
-                raise SynthfactoryError(
+                raise RetryableError(
                     f"{url}: its replica died {attempt} time(s) (max attempts "
                     f"{pool.max_attempts}); last: {_cause(exc)}") from exc
             log.warning("replica %d died on %s (attempt %d): %s; the shard goes back to the "
@@ -409,10 +409,21 @@ def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool
     return [results[url] for url in shard_urls], figures
 
 
+_MARKERS = ("PermanentError: ", "SynthfactoryError: ", "RetryableError: ")
+
+
 def _cause(exc: BaseException) -> str:
     """Our own error's line when the replica raised one; else Ray's message, shortened."""
     text = str(exc)
-    for marker in ("PermanentError: ", "SynthfactoryError: "):
+    for marker in _MARKERS:
         if marker in text:
             return text.rsplit(marker, 1)[1].splitlines()[0].strip()
     return " ".join(text.split())[:400]
+
+
+def _kind(exc: BaseException) -> type[SynthfactoryError]:
+    """Our own error that the replica raised fails the same way again, unless it was a
+    RetryableError; Ray's (the process died, ran out of memory, lost its node) may pass."""
+    text = str(exc)
+    ours = any(marker in text for marker in _MARKERS)
+    return SynthfactoryError if ours and "RetryableError: " not in text else RetryableError

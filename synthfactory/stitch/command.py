@@ -8,7 +8,7 @@ import time
 
 from synthfactory import storage
 from synthfactory.cli_types import budget, number_or_unset, positive_int
-from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
 from synthfactory.stitch.job import StitchConfig, stitch
@@ -16,6 +16,7 @@ from synthfactory.stitch.reader import check_first_file
 from synthfactory.stitch.spark_conf import session_conf
 from synthfactory.stitch.spark_errors import (
     check_master,
+    may_pass_on_retry,
     our_error,
     quiet_task_logs,
     spark_reason,
@@ -112,7 +113,9 @@ def run(args: argparse.Namespace) -> dict:
     try:
         spark = spark_session(args.master, conf=conf)
     except Exception as exc:  # no Java, no cluster: Spark's own words, on one line
-        raise SynthfactoryError(
+        # retried: a cluster out of reach is the usual cause (a missing Java is not, but
+        # the two are not told apart here)
+        raise RetryableError(
             f"--master {args.master}: Spark did not start ({spark_reason(exc)})") from exc
     try:
         quiet_task_logs(spark)
@@ -120,10 +123,11 @@ def run(args: argparse.Namespace) -> dict:
     except SynthfactoryError:
         raise
     except Exception as exc:  # Spark wraps worker errors: ours by its message, else the cause
-        message = our_error(exc)
-        if message:
-            raise SynthfactoryError(message) from exc
-        raise SynthfactoryError(
+        ours = our_error(exc)
+        if ours:
+            raise ours from exc
+        kind = RetryableError if may_pass_on_retry(exc) else SynthfactoryError
+        raise kind(
             f"--manifest {args.manifest}: the Spark job failed ({spark_reason(exc)}; "
             "rerun with --debug for Spark's task log)") from exc
     finally:

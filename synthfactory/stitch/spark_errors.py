@@ -3,8 +3,9 @@
 A failing task reaches the driver wrapped several times (PythonException around the
 worker's traceback, Py4JJavaError around a Java stack) and is also logged, traceback
 and all, by Spark's task loggers. The stitch command turns it into one line: ours
-(a SynthfactoryError raised in a worker) verbatim, anything else as the innermost
-exception line under the input's name; the task loggers stay quiet unless --debug.
+(a SynthfactoryError raised in a worker) verbatim and as retryable as it was, anything
+else as the innermost exception line under the input's name; the task loggers stay quiet
+unless --debug.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ import os
 import re
 
 from synthfactory.contract import DEBUG_ENV
-from synthfactory.errors import PermanentError
+from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 
 # The loggers that print a failed task's whole Python traceback (driver and local executor).
 TASK_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
                 "org.apache.spark.storage.BlockManager")
-_OURS = re.compile(r"synthfactory\.errors\.\w*Error: (.*)")
+_OURS = re.compile(r"synthfactory\.errors\.(\w*Error): (.*)")
 _PYTHON_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: \S")
+# A worker's exception that a later attempt may not meet: I/O (pyarrow's S3 errors are a
+# plain OSError), a lost connection, a timeout, memory. FileNotFoundError and the data's
+# own errors (a cast, a missing column) are not in it: the same files fail the same way.
+_TRANSIENT_PYTHON = re.compile(
+    r"^(?:[\w.]*\.)?(?:OSError|IOError|\w*ConnectionError|ConnectionResetError|"
+    r"BrokenPipeError|\w*Timeout\w*|MemoryError):")
 MAX_REASON = 400
 
 
@@ -32,10 +39,24 @@ def check_master(master: str) -> None:
                          "spark://HOST:PORT, k8s://https://HOST or yarn)")
 
 
-def our_error(exc: BaseException) -> str | None:
-    """The message of a SynthfactoryError raised inside a Spark Python worker, if any."""
+def our_error(exc: BaseException) -> SynthfactoryError | None:
+    """The SynthfactoryError raised inside a Spark Python worker, if any: its message, and
+    retryable when the worker's was (only the message crosses the JVM)."""
     match = _OURS.search(str(exc))
-    return match.group(1).strip() if match else None
+    if not match:
+        return None
+    kind = RetryableError if match.group(1) == "RetryableError" else SynthfactoryError
+    return kind(match.group(2).strip())
+
+
+def may_pass_on_retry(exc: BaseException) -> bool:
+    """Whether a Spark failure that is not ours may pass on a later attempt: a Python
+    worker's exception other than I/O, connection, timeout or memory comes from the data
+    and fails the same way again; a failure on the JVM side (a lost executor, an OOM, a
+    lost shuffle block) may not."""
+    if "Traceback (most recent call last)" not in str(exc):
+        return True
+    return bool(_TRANSIENT_PYTHON.match(spark_reason(exc)))
 
 
 def spark_reason(exc: BaseException) -> str:

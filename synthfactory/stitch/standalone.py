@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -172,7 +172,7 @@ def _wait_for_workers(cluster: StandaloneCluster, workers: int, timeout_s: float
     while time.monotonic() < deadline:
         for proc in cluster.processes:
             if proc.poll() is not None:
-                raise SynthfactoryError(
+                raise RetryableError(
                     f"Spark standalone daemon {proc.args[1]} exited with {proc.returncode}:\n"
                     + cluster.logs())
         try:
@@ -182,7 +182,7 @@ def _wait_for_workers(cluster: StandaloneCluster, workers: int, timeout_s: float
         if alive == workers:
             return
         time.sleep(0.5)
-    raise SynthfactoryError(
+    raise RetryableError(
         f"Spark standalone cluster at {cluster.master_url}: {alive} of {workers} workers "
         f"registered after {timeout_s:.0f} s:\n" + cluster.logs())
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from synthfactory import storage
 from synthfactory.cli_types import positive_float
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
 from synthfactory.rephrase.engines import has_cuda
@@ -186,9 +186,9 @@ def run(args: argparse.Namespace) -> dict:
     winner = _winner(decision, halving, table, args, model, folder)
     if winner.get("applied_to"):
         print(f"written to {winner['applied_to']}", flush=True)
-    if decision is None:
-        raise SynthfactoryError(f"{halving['error']}; see the table above and "
-                                f"{folder.table_url}")
+    if decision is None:  # the defaults' trial timed out, ran out of memory or died
+        raise RetryableError(f"{halving['error']}; see the table above and "
+                             f"{folder.table_url}")
     failed = {c["label"]: _kind(halving["records"], c["key"]) for c in pool
               if c["key"] in halving["failed"]}
     return {

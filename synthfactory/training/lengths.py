@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.errors import SynthfactoryError, same_kind
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def spec_from_dict(obj: dict, *, name: str = "length spec") -> LengthSpec:
 
             return EmpiricalLengthSpec(read_output_lengths(obj["source"]), source=obj["source"])
     except SynthfactoryError as exc:
-        raise SynthfactoryError(f"{name}: {exc}") from exc
+        raise same_kind(exc, f"{name}: {exc}") from exc  # reading a run may time out
     except (TypeError, ValueError) as exc:
         raise SynthfactoryError(f"{name}: malformed {kind!r} spec ({exc})") from exc
     raise SynthfactoryError(f"{name}: unknown type {kind!r} (buckets, parametric, empirical)")

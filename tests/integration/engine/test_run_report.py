@@ -144,7 +144,7 @@ def test_bad_price_is_one_clear_line(tmp_path, monkeypatch, capsys):
     assert exit_.value.code == 2
     assert "'-2': expected a price in USD >= 0" in capsys.readouterr().err
     monkeypatch.setenv(command.PRICE_ENV, "cheap")
-    assert cli.main(["report", "--run", str(tmp_path)]) == 1
+    assert cli.main(["report", "--run", str(tmp_path)]) == 3  # a bad price stays bad
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("synthfactory report: error: $SYNTHFACTORY_GPU_HOUR_USD='cheap': "
                        "expected a price in USD >= 0")

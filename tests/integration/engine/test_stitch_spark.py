@@ -188,7 +188,7 @@ def test_cli_reports_unreadable_file_and_bad_template(tmp_path):
     assert bad_template.returncode == 3  # a retry finds the same folder
     assert "template 'sonnet': not found" in bad_template.stderr
     unreadable = subprocess.run([*cli, "--templates", "qa"], capture_output=True, text=True)
-    assert unreadable.returncode == 1
+    assert unreadable.returncode == 3  # a broken local file: not retried
     assert "broken.parquet: unreadable parquet" in unreadable.stderr
 
 

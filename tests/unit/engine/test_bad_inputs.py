@@ -2,16 +2,19 @@
 never a hang (issue 12, docs/bad-inputs.md lists every case).
 
 Each case runs the real console script as a user would, in a fresh folder, and
-checks: a non-zero exit, no Python traceback anywhere on stderr, a last stderr line
-that names the input (flag, path or variable) and the problem, within a time limit
+checks: its exact exit code (2 argparse, 3 a bad input, 1 only where a retry may cure
+it: docs/adr/0131), no Python traceback anywhere on stderr, a last stderr line that
+names the input (flag, path or variable) and the problem, within a time limit
 (``rephrase --max-in-flight 0`` used to spin forever). Cases that would need Spark or
-vLLM must be refused before either starts; the one Spark case is marked slow.
+vLLM must be refused before either starts; the one Spark case is marked slow. The
+table of docs/bad-inputs.md and the cases here are checked against each other.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -41,6 +44,7 @@ DEFAULT_TIMEOUT = 90  # generous: a loaded 2-core machine takes 5-20 s to start 
 @dataclass(frozen=True)
 class Case:
     id: str
+    code: int  # the exit code: whether Airflow retries it (docs/contracts.md)
     argv: list[str]  # after `synthfactory`; {name}: a path of the world ({{ for a brace})
     expect: tuple[str, ...]  # the last stderr line holds each: the input and the problem
     env: dict[str, str] = field(default_factory=dict)
@@ -50,70 +54,70 @@ class Case:
 
 CASES = [
     # corpus
-    Case("corpus-out-under-a-file", ["corpus", "--out", "{a_file}/corpus", "--days", "1"],
+    Case("corpus-out-under-a-file", 3, ["corpus", "--out", "{a_file}/corpus", "--days", "1"],
          ("a-file.txt/corpus", "cannot create the folder", "a-file.txt is a file, not a folder")),
-    Case("corpus-days-0", ["corpus", "--out", "{tmp}/corpus", "--days", "0"],
+    Case("corpus-days-0", 2, ["corpus", "--out", "{tmp}/corpus", "--days", "0"],
          ("argument --days", "must be at least 1, got 0")),
-    Case("corpus-end-date-not-a-date",
+    Case("corpus-end-date-not-a-date", 3,
          ["corpus", "--out", "{tmp}/corpus", "--end-date", "2026-13-45"],
          ("--end-date '2026-13-45'", "not a YYYY-MM-DD date")),
     # model
-    Case("model-out-under-a-file", ["model", "prepare", "--out", "{a_file}/model"],
+    Case("model-out-under-a-file", 3, ["model", "prepare", "--out", "{a_file}/model"],
          ("--out", "a-file.txt/model", "a-file.txt is a file, not a folder")),
-    Case("model-unknown-action", ["model", "convert"],
+    Case("model-unknown-action", 2, ["model", "convert"],
          ("argument action", "invalid choice: 'convert'")),
     # crawl
-    Case("crawl-max-attempts-0",
+    Case("crawl-max-attempts-0", 2,
          ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest", "--max-attempts", "0"],
          ("argument --max-attempts", "must be at least 1, got 0")),
-    Case("crawl-aws-max-attempts-not-an-integer",
+    Case("crawl-aws-max-attempts-not-an-integer", 3,
          ["crawl", "--source", "s3://bucket/corpus", "--out", "{tmp}/manifest"],
          ("AWS_MAX_ATTEMPTS='ten'", "not an integer"),
          env={"AWS_MAX_ATTEMPTS": "ten", "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
               "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
               "AWS_REGION": "us-east-1"}),
-    Case("crawl-aws-retry-mode-unknown",
+    Case("crawl-aws-retry-mode-unknown", 3,
          ["crawl", "--source", "s3://bucket/corpus", "--out", "{tmp}/manifest"],
          ("retry mode 'fast'", "AWS_RETRY_MODE", "expected one of"),
          env={"AWS_RETRY_MODE": "fast", "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
               "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
               "AWS_REGION": "us-east-1"}),
-    Case("crawl-workers-0",
+    Case("crawl-workers-0", 2,
          ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest", "--workers", "0"],
          ("argument --workers", "must be at least 1, got 0")),
-    Case("crawl-interval-end-before-start",
+    Case("crawl-interval-end-before-start", 3,
          ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest",
           "--interval-start", "2026-01-02", "--interval-end", "2026-01-01"],
          ("interval [2026-01-02, 2026-01-01)", "the end must come after the start")),
-    Case("crawl-source-unsupported-scheme",
+    Case("crawl-source-unsupported-scheme", 3,
          ["crawl", "--source", "gs://bucket/corpus", "--out", "{tmp}/manifest"],
          ("gs://bucket/corpus", "unsupported URL scheme 'gs'")),
     # stitch
-    Case("stitch-partitions-0",
+    Case("stitch-partitions-0", 2,
          ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096", "--model", "{model}", "--partitions", "0"],
          ("argument --partitions", "must be at least 1, got 0")),
-    Case("stitch-max-new-tokens-0",
+    Case("stitch-max-new-tokens-0", 2,
          ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096", "--model", "{model}", "--max-new-tokens", "0"],
          ("argument --max-new-tokens", "must be at least 1, got 0")),
-    Case("stitch-no-manifest-parts",
+    Case("stitch-no-manifest-parts", 3,
          ["stitch", "--manifest", "{tmp}/empty", "--out", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096"],
          ("empty", "no manifest part-*.parquet files")),
-    Case("stitch-unknown-template",
+    Case("stitch-unknown-template", 3,
          ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "nope",
           "--shard-tokens", "4096"],
          ("template 'nope'", "not found")),
-    Case("stitch-bad-master",
+    Case("stitch-bad-master", 3,
          ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096", "--model", "{model}", "--master", "bogus://x"],
          ("--master bogus://x", "not a Spark master URL")),
-    Case("stitch-model-without-tokenizer",
+    Case("stitch-model-without-tokenizer", 3,
          ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096", "--model", "{tmp}/empty"],
          ("empty/tokenizer.json", "tokenizer.json not found")),
-    Case("stitch-spark-failure-not-ours",
+    Case("stitch-spark-failure-not-ours", 3,
          ["stitch", "--manifest", "{manifest}", "--out", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096", "--model", "{model}", "--master", "local[1]",
           "--partitions", "1"],
@@ -121,132 +125,140 @@ CASES = [
           "Unsupported cast from list"),
          timeout=900, marks=(pytest.mark.slow,)),  # ~1.5 min alone; much more under load
     # plan
-    Case("plan-entry-missing-tokens", ["plan", "--run", "{plan_no_tokens}", "--max-groups", "2"],
+    Case("plan-entry-missing-tokens", 3,
+         ["plan", "--run", "{plan_no_tokens}", "--max-groups", "2"],
          ("shards.json: shards[0] (shard-00000)", "missing 'tokens'")),
-    Case("plan-entry-missing-rows", ["plan", "--run", "{plan_no_rows}", "--max-groups", "2"],
+    Case("plan-entry-missing-rows", 3, ["plan", "--run", "{plan_no_rows}", "--max-groups", "2"],
          ("shards.json: shards[0] (shard-00000)", "missing 'rows'")),
-    Case("plan-entry-missing-url", ["plan", "--run", "{plan_no_url}", "--max-groups", "2"],
+    Case("plan-entry-missing-url", 3, ["plan", "--run", "{plan_no_url}", "--max-groups", "2"],
          ("shards.json: shards[0] (shard-00000)", "missing 'url'")),
-    Case("plan-max-groups-0", ["plan", "--run", "{run}", "--max-groups", "0"],
+    Case("plan-max-groups-0", 2, ["plan", "--run", "{run}", "--max-groups", "0"],
          ("argument --max-groups", "must be at least 1, got 0")),
-    Case("plan-no-shards-json", ["plan", "--run", "{tmp}/empty", "--max-groups", "2"],
+    Case("plan-no-shards-json", 3, ["plan", "--run", "{tmp}/empty", "--max-groups", "2"],
          ("empty/prompts/shards.json", "not found")),
-    Case("plan-shards-json-not-json", ["plan", "--run", "{plan_not_json}", "--max-groups", "2"],
+    Case("plan-shards-json-not-json", 3,
+         ["plan", "--run", "{plan_not_json}", "--max-groups", "2"],
          ("shards.json", "not valid JSON")),
     # estimate
-    Case("estimate-gpus-0",
+    Case("estimate-gpus-0", 2,
          ["estimate", "--tokens", "1e9", "--tokens-per-s-per-gpu", "500", "--gpus", "0"],
          ("argument --gpus", "must be at least 1, got 0"), timeout=30),
-    Case("estimate-run-without-report",
+    Case("estimate-run-without-report", 3,
          ["estimate", "--tokens", "1e9", "--from-run", "{tmp}", "--gpus", "8"],
          ("--from-run", "no report/report.json there"), timeout=30),
     # rephrase
-    Case("rephrase-max-in-flight-0", ["rephrase", "--shard", "{shard}", "--max-in-flight", "0"],
+    Case("rephrase-max-in-flight-0", 2,
+         ["rephrase", "--shard", "{shard}", "--max-in-flight", "0"],
          ("argument --max-in-flight", "must be at least 1, got 0"), timeout=30),
-    Case("rephrase-engine-openai-without-endpoint",
+    Case("rephrase-engine-openai-without-endpoint", 3,
          ["rephrase", "--shard", "{shard}", "--engine", "openai"],
          ("--engine openai", "give --endpoint URL"), timeout=30),
-    Case("rephrase-endpoint-with-credentials",
+    Case("rephrase-endpoint-with-credentials", 3,
          ["rephrase", "--shard", "{shard}", "--engine", "openai", "--endpoint",
           "http://me:sk-1@llm:8000"],
          ("--endpoint http://***@llm", "credentials in the URL would be logged"), timeout=30),
-    Case("rephrase-engine-args-missing-file",
+    Case("rephrase-engine-args-missing-file", 3,
          ["rephrase", "--shard", "{shard}", "--engine-args", "@{tmp}/missing.json"],
          ("--engine-args @", "missing.json", "file not found")),
-    Case("rephrase-engine-args-not-an-object",
+    Case("rephrase-engine-args-not-an-object", 3,
          ["rephrase", "--shard", "{shard}", "--engine-args", "[1, 2]"],
          ("--engine-args", "expected a JSON object")),
-    Case("rephrase-engine-key-vllm-rejects",
+    Case("rephrase-engine-key-vllm-rejects", 3,
          ["rephrase", "--shard", "{shard}", "--engine-args", '{{"max_num_seq": 8}}'],
          ("--engine-args", "'max_num_seq'", "not a vLLM engine argument")),
-    Case("rephrase-sampling-key-in-engine-args",
+    Case("rephrase-sampling-key-in-engine-args", 3,
          ["rephrase", "--shard", "{shard}", "--engine-args", '{{"temperature": 0.2}}'],
          ("--engine-args", "'temperature'", "is a sampling parameter")),
-    Case("rephrase-top-p-above-1", ["rephrase", "--shard", "{shard}", "--top-p", "1.5"],
+    Case("rephrase-top-p-above-1", 2, ["rephrase", "--shard", "{shard}", "--top-p", "1.5"],
          ("argument --top-p", "must be in (0, 1], got 1.5")),
-    Case("rephrase-tuned-file-bad-key",
+    Case("rephrase-tuned-file-bad-key", 3,
          ["rephrase", "--shard", "{shard}", "--model", "{tuned_model}"],
          ("synthfactory-engine.json", "'max_batch'", "not a vLLM engine argument")),
-    Case("rephrase-shard-missing", ["rephrase", "--shard", "{tmp}/prompts/shard-00009.parquet"],
+    Case("rephrase-shard-missing", 3,
+         ["rephrase", "--shard", "{tmp}/prompts/shard-00009.parquet"],
          ("--shard", "shard-00009.parquet", "not found")),
-    Case("rephrase-checkpoint-rows-0", ["rephrase", "--shard", "{shard}", "--checkpoint-rows", "0"],
+    Case("rephrase-checkpoint-rows-0", 2,
+         ["rephrase", "--shard", "{shard}", "--checkpoint-rows", "0"],
          ("argument --checkpoint-rows", "must be at least 1, got 0")),
     # validate
-    Case("validate-not-a-shard-name", ["validate", "--shard", "{not_a_shard}"],
+    Case("validate-not-a-shard-name", 3, ["validate", "--shard", "{not_a_shard}"],
          ("--shard", "prompts.parquet", "not a prompt shard name")),
-    Case("validate-shard-not-committed", ["validate", "--shard", "{shard}"],
+    Case("validate-shard-not-committed", 3, ["validate", "--shard", "{shard}"],
          ("shard-00000", "not committed")),
-    Case("validate-max-repetition-above-1",
+    Case("validate-max-repetition-above-1", 2,
          ["validate", "--shard", "{shard}", "--max-repetition", "2"],
          ("argument --max-repetition", "must be between 0 and 1")),
     # quality
-    Case("quality-in-missing",
+    Case("quality-in-missing", 3,
          ["quality", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/gated.parquet"],
          ("--in", "rows.parquet", "not found")),
-    Case("quality-max-copy-above-1",
+    Case("quality-max-copy-above-1", 2,
          ["quality", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/gated.parquet",
           "--max-copy", "2"],
          ("argument --max-copy", "must be between 0 and 1")),
     # register
-    Case("register-catalog-unreachable",
+    Case("register-catalog-unreachable", 1,
          ["register", "--run", "{committed}", "--table", "synth.rephrased",
           "--catalog-uri", UNREACHABLE_DB],
          ("127.0.0.1:1", "cannot reach the catalog database", "Connection refused"),
          timeout=60),
-    Case("register-not-a-run", ["register", "--run", "{tmp}/empty", "--table", "synth.rephrased",
-                                "--catalog-uri", "sqlite:///{tmp}/catalog.db"],
+    Case("register-not-a-run", 3,
+         ["register", "--run", "{tmp}/empty", "--table", "synth.rephrased",
+          "--catalog-uri", "sqlite:///{tmp}/catalog.db"],
          ("empty/prompts/shards.json", "not found")),
-    Case("register-table-without-namespace",
+    Case("register-table-without-namespace", 3,
          ["register", "--run", "{committed}", "--table", "rephrased",
           "--catalog-uri", "sqlite:///{tmp}/catalog.db"],
          ("--table 'rephrased'", "expected NAMESPACE.TABLE")),
     # catalog
-    Case("catalog-list-unknown-namespace",
+    Case("catalog-list-unknown-namespace", 3,
          ["catalog", "list", "--namespace", "nope", "--catalog-uri", "sqlite:///{tmp}/catalog.db",
           "--warehouse", "{tmp}/warehouse"],
          ("--namespace nope", "no such namespace")),
-    Case("catalog-show-unknown-table",
+    Case("catalog-show-unknown-table", 3,
          ["catalog", "show", "nope.table", "--catalog-uri", "sqlite:///{tmp}/catalog.db",
           "--warehouse", "{tmp}/warehouse"],
          ("nope.table", "no such table")),
-    Case("catalog-list-unreachable", ["catalog", "list", "--catalog-uri", UNREACHABLE_DB],
+    Case("catalog-list-unreachable", 1, ["catalog", "list", "--catalog-uri", UNREACHABLE_DB],
          ("127.0.0.1:1", "cannot reach the catalog database"), timeout=60),
-    Case("catalog-no-action", ["catalog"], ("the following arguments are required: action",)),
+    Case("catalog-no-action", 2, ["catalog"],
+         ("the following arguments are required: action",)),
     # smoke
-    Case("smoke-d-model-not-divisible-by-heads",
+    Case("smoke-d-model-not-divisible-by-heads", 3,
          ["smoke", "--spec", "{spec}", "--d-model", "30", "--heads", "4"],
          ("--d-model 30", "not divisible by --heads 4")),
-    Case("smoke-spec-missing", ["smoke", "--spec", "{tmp}/nope.json"],
+    Case("smoke-spec-missing", 3, ["smoke", "--spec", "{tmp}/nope.json"],
          ("nope.json", "not found")),
-    Case("smoke-steps-0", ["smoke", "--spec", "{spec}", "--steps", "0"],
+    Case("smoke-steps-0", 2, ["smoke", "--spec", "{spec}", "--steps", "0"],
          ("argument --steps", "must be at least 1, got 0")),
-    Case("smoke-dp-rank-not-below-dp", ["smoke", "--spec", "{spec}", "--dp", "2", "--dp-rank", "2"],
+    Case("smoke-dp-rank-not-below-dp", 3,
+         ["smoke", "--spec", "{spec}", "--dp", "2", "--dp-rank", "2"],
          ("--dp-rank 2", "must be below --dp 2")),
     # preview-lengths
-    Case("preview-spec-missing", ["preview-lengths", "--spec", "{tmp}/nope.json"],
+    Case("preview-spec-missing", 3, ["preview-lengths", "--spec", "{tmp}/nope.json"],
          ("nope.json", "not found")),
-    Case("preview-spec-unknown-type", ["preview-lengths", "--spec", "{bad_spec}"],
+    Case("preview-spec-unknown-type", 3, ["preview-lengths", "--spec", "{bad_spec}"],
          ("bad-spec.json", "unknown type 'gaussian'")),
-    Case("preview-png-under-a-file",
+    Case("preview-png-under-a-file", 3,
          ["preview-lengths", "--spec", "{spec}", "--samples", "200", "--steps", "2",
           "--png", "{a_file}/lengths.png"],
          ("a-file.txt/lengths.png", "cannot write", "a-file.txt is a file, not a folder")),
-    Case("preview-seq-len-0", ["preview-lengths", "--spec", "{spec}", "--seq-len", "0"],
+    Case("preview-seq-len-0", 2, ["preview-lengths", "--spec", "{spec}", "--seq-len", "0"],
          ("argument --seq-len", "must be at least 1, got 0")),
     # sweep
-    Case("sweep-grid-is-a-folder",
+    Case("sweep-grid-is-a-folder", 3,
          ["sweep", "--shard", "{shard}", "--grid", "{tmp}/empty", "--out", "{tmp}/sweep",
           "--no-apply"],
          ("--grid", "empty", "is a folder")),
-    Case("sweep-trial-timeout-0",
+    Case("sweep-trial-timeout-0", 2,
          ["sweep", "--shard", "{shard}", "--grid", "{grid}", "--out", "{tmp}/sweep",
           "--no-apply", "--trial-timeout", "0"],
          ("argument --trial-timeout", "must be greater than 0")),
-    Case("sweep-grid-engine-key-vllm-rejects",
+    Case("sweep-grid-engine-key-vllm-rejects", 3,
          ["sweep", "--shard", "{shard}", "--grid", '{{"max_num_seq": [4, 8]}}',
           "--out", "{tmp}/sweep", "--no-apply"],
          ("--grid configuration max_num_seq=4", "not a vLLM engine argument")),
-    Case("sweep-grid-missing-file",
+    Case("sweep-grid-missing-file", 3,
          ["sweep", "--shard", "{shard}", "--grid", "{tmp}/nope.json", "--out", "{tmp}/sweep",
           "--no-apply"],
          ("--grid", "nope.json", "not found")),
@@ -364,7 +376,7 @@ def test_bad_input_is_one_line_naming_it(case: Case, world: dict[str, str]):
     code, stderr, seconds = run_cli(argv, world["tmp"], case.env, case.timeout)
     name = case.argv[0]
     assert code is not None, f"hung: no exit within {case.timeout}s ({seconds:.0f}s)"
-    assert code != 0, f"exit 0 for a bad input; stderr:\n{stderr[-2000:]}"
+    assert code == case.code, f"exit {code}, not {case.code}; stderr:\n{stderr[-2000:]}"
     assert "Traceback" not in stderr, stderr[-4000:]
     line = last_line(stderr)
     assert line.startswith(f"synthfactory {name}: error: "), stderr[-2000:]
@@ -372,6 +384,48 @@ def test_bad_input_is_one_line_naming_it(case: Case, world: dict[str, str]):
     assert not missing, f"{missing} not in the last line: {line}"
     # Every case here is a known bad input: a specific message, not the catch-all's.
     assert "rerun with --debug for the traceback" not in line, line
+
+
+DOC = ROOT / "docs" / "bad-inputs.md"
+# a row of its table: | N | case id | `command` | exit C: `the last line` |
+DOC_ROW = re.compile(r"^\| (\d+) \| ([a-z0-9-]+) \| .* \| exit (\d+): ")
+
+
+def documented_cases(text: str) -> list[tuple[int, str, int]]:
+    """(row number, case id, exit code) of each row of docs/bad-inputs.md's table."""
+    rows = [line for line in text.splitlines() if re.match(r"\| \d+ \|", line)]
+    parsed = [DOC_ROW.match(line) for line in rows]
+    unread = [line for line, match in zip(rows, parsed, strict=True) if not match]
+    assert not unread, f"rows of docs/bad-inputs.md not in the table's shape: {unread}"
+    return [(int(m[1]), m[2], int(m[3])) for m in parsed]
+
+
+def differences(rows: list[tuple[int, str, int]], cases: list[Case]) -> list[str]:
+    """What differs between the doc's rows and the cases: each a line, none when equal."""
+    documented = {case_id: code for _, case_id, code in rows}
+    tested = {case.id: case.code for case in cases}
+    found = []
+    if [n for n, _, _ in rows] != list(range(1, len(rows) + 1)):
+        found.append("rows not numbered 1..N")
+    if len(documented) != len(rows) or len(tested) != len(cases):
+        found.append("a case id used twice")
+    found += [f"{i}: in docs/bad-inputs.md, not tested" for i in documented if i not in tested]
+    found += [f"{i}: tested, not in docs/bad-inputs.md" for i in tested if i not in documented]
+    found += [f"{i}: exit {documented[i]} in docs/bad-inputs.md, {code} in the test"
+              for i, code in tested.items() if i in documented and documented[i] != code]
+    return found
+
+
+def test_the_docs_table_is_the_cases_with_their_exit_codes():
+    assert differences(documented_cases(DOC.read_text()), CASES) == []
+
+
+def test_the_table_check_sees_a_changed_code_and_a_missing_row():
+    rows = documented_cases(DOC.read_text())
+    changed = [(n, i, 1 if i == "plan-no-shards-json" else code) for n, i, code in rows]
+    assert differences(changed, CASES) == [
+        "plan-no-shards-json: exit 1 in docs/bad-inputs.md, 3 in the test"]
+    assert differences(rows[:-1], CASES) == [f"{rows[-1][1]}: tested, not in docs/bad-inputs.md"]
 
 
 def test_matrix_covers_every_subcommand():

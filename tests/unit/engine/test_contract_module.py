@@ -22,7 +22,7 @@ from synthfactory.contract import (
     reason_kind,
     shard_figures,
 )
-from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError, same_kind
 from tests.support.contract_shapes import CONTRACTS_MD, documented_keys, shape_paths
 from tests.support.paths import ROOT
 
@@ -103,10 +103,21 @@ def test_styles_are_the_shipped_templates():
     assert {name: t["style"] for name, t in files.items()} == {s: s for s in STYLES}
 
 
-def test_a_permanent_error_is_not_retried_and_others_are():
-    assert PermanentError("x").exit_code in contract.NOT_RETRYABLE
-    assert SynthfactoryError("x").exit_code not in contract.NOT_RETRYABLE
+def test_an_error_is_not_retried_unless_it_is_retryable():
+    assert SynthfactoryError("x").exit_code == contract.EXIT_PERMANENT  # the default
+    assert PermanentError("x").exit_code == contract.EXIT_PERMANENT  # the old spelling
+    assert RetryableError("x").exit_code == contract.EXIT_RETRYABLE
+    assert contract.EXIT_PERMANENT in contract.NOT_RETRYABLE
+    assert contract.EXIT_RETRYABLE not in contract.NOT_RETRYABLE
     assert contract.EXIT_USAGE in contract.NOT_RETRYABLE
+    assert isinstance(RetryableError("x"), SynthfactoryError)  # every except clause sees it
+    assert not isinstance(SynthfactoryError("x"), PermanentError)  # its except stays narrow
+
+
+def test_a_wrapper_keeps_the_retry_class():
+    assert type(same_kind(RetryableError("timed out"), "spec: timed out")) is RetryableError
+    assert type(same_kind(PermanentError("bad"), "spec: bad")) is SynthfactoryError
+    assert str(same_kind(SynthfactoryError("bad"), "spec: bad")) == "spec: bad"
 
 
 @pytest.mark.parametrize("name", JSON_SHAPES)

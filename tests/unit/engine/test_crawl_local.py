@@ -148,7 +148,7 @@ def test_zero_workers_is_refused_while_parsing(corpus, tmp_path, capsys):
     assert "argument --workers: must be at least 1, got 0" in capsys.readouterr().err
 
 
-def test_cli_prints_the_error_and_exits_1(tmp_path, capsys):
+def test_cli_prints_the_error_and_exits_3(tmp_path, capsys):
     code = main(["crawl", "--source", str(tmp_path / "absent"), "--out", str(tmp_path / "m")])
-    assert code == 1
+    assert code == EXIT_PERMANENT  # an absent folder is absent on the retry too
     assert f"file://{tmp_path}/absent: no such folder" in capsys.readouterr().err

@@ -74,5 +74,5 @@ def test_preview_cli_text_report_and_errors(tmp_path, capsys):
     assert "argument --dp: must be at least 1, got 0" in capsys.readouterr().err
     bad = write_spec(tmp_path, {"type": "buckets", "buckets": [{"min_len": 0, "max_len": 3}]},
                      name="bad.json")
-    assert main(["preview-lengths", "--spec", bad]) == 1
+    assert main(["preview-lengths", "--spec", bad]) == 3
     assert "bad.json" in capsys.readouterr().err

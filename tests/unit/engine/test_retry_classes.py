@@ -1,0 +1,136 @@
+"""Which failures Airflow retries (docs/adr/0131): an error exits 3 unless a later
+attempt may cure it, when it is a RetryableError and exits 1. These are the sites that
+read the cause to decide: S3 listing errors, a parquet read, the errors that come back
+wrapped by Spark and by Ray, and a wrapper that adds context."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+from botocore.exceptions import ClientError, ConnectionClosedError, NoRegionError
+
+from synthfactory import cli, storage
+from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
+from synthfactory.training.lengths import spec_from_dict
+
+PYTHON_WORKER = ("org.apache.spark.api.python.PythonException: Traceback (most recent call "
+                 "last):\n  File \"reader.py\", line 9, in read\n{line}\n\tat org.apache...")
+
+
+def _raise(error: BaseException):
+    def run(*args, **kwargs):
+        raise error
+    return run
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (SynthfactoryError("bad"), 3), (PermanentError("bad"), 3), (RetryableError("timed out"), 1),
+])
+def test_the_cli_exits_1_only_for_a_retryable_error(monkeypatch, capsys, error, code):
+    import synthfactory.plan as plan
+
+    monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")  # restored after: main() may set it
+    monkeypatch.setattr(plan, "run", _raise(error))
+    assert cli.main(["plan", "--run", "file:///nowhere", "--max-groups", "1"]) == code
+    assert capsys.readouterr().err.strip().endswith(f"error: {error}")
+
+
+def _client_error(code: str, status: int) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "m"},
+                        "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": 9}},
+                       "ListObjectsV2")
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    (_client_error("SlowDown", 503), RetryableError),
+    (_client_error("BadGateway", 502), RetryableError),  # a 5xx the throttle list lacks
+    (_client_error("InvalidArgument", 400), SynthfactoryError),
+    (_client_error("NoSuchBucket", 404), SynthfactoryError),
+    (_client_error("AccessDenied", 403), SynthfactoryError),
+    (ConnectionClosedError(endpoint_url="http://s3"), RetryableError),
+    (NoRegionError(), SynthfactoryError),
+])
+def test_an_s3_listing_error_is_retried_only_when_a_retry_may_cure_it(error, kind):
+    from synthfactory.crawl.s3_lister import S3Lister
+
+    class Client:
+        list_objects_v2 = staticmethod(_raise(error))
+
+    lister = S3Lister("s3://bucket/corpus", Client())
+    with pytest.raises(SynthfactoryError) as raised:
+        lister._list({"Bucket": "bucket", "Prefix": "corpus/", "MaxKeys": 10})
+    assert type(raised.value) is kind
+
+
+@pytest.mark.parametrize(("local", "error", "kind"), [
+    (False, OSError("AWS Error NETWORK_CONNECTION during GetObject"), RetryableError),
+    (False, pa.ArrowInvalid("Parquet magic bytes not found"), SynthfactoryError),
+    (True, OSError("Input/output error"), SynthfactoryError),
+])
+def test_an_unreadable_parquet_is_retried_only_from_s3_and_for_io(monkeypatch, local, error,
+                                                                   kind):
+    fs = pafs.LocalFileSystem() if local else object()
+    monkeypatch.setattr(storage, "filesystem", lambda url: (fs, "bucket/part.parquet"))
+    monkeypatch.setattr(storage.pq, "read_table", _raise(error))
+    with pytest.raises(SynthfactoryError, match="unreadable parquet") as raised:
+        storage.read_table("s3://bucket/part.parquet")
+    assert type(raised.value) is kind
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("synthfactory.errors.SynthfactoryError: seeds.parquet: column 'q' is not numeric",
+     SynthfactoryError),
+    ("synthfactory.errors.PermanentError: seeds.parquet: missing column 'id'", SynthfactoryError),
+    ("synthfactory.errors.RetryableError: s3://b/x.parquet: unreadable parquet (AWS Error)",
+     RetryableError),
+])
+def test_our_error_from_a_spark_worker_keeps_its_retry_class(text, kind):
+    from synthfactory.stitch.spark_errors import our_error
+
+    ours = our_error(Exception(PYTHON_WORKER.format(line=text)))
+    assert type(ours) is kind and str(ours) == text.split(": ", 1)[1]
+
+
+@pytest.mark.parametrize(("text", "retried"), [
+    (PYTHON_WORKER.format(line="pyarrow.lib.ArrowNotImplementedError: Unsupported cast from "
+                               "list<element: int64> to utf8"), False),  # the data's own
+    (PYTHON_WORKER.format(line="KeyError: 'text'"), False),
+    (PYTHON_WORKER.format(line="FileNotFoundError: [Errno 2] No such file"), False),
+    (PYTHON_WORKER.format(line="OSError: When reading s3://b/x: AWS Error NETWORK_CONNECTION"),
+     True),
+    (PYTHON_WORKER.format(line="ConnectionResetError: [Errno 104] Connection reset"), True),
+    (PYTHON_WORKER.format(line="MemoryError: cannot allocate"), True),
+    ("org.apache.spark.SparkException: Job aborted due to stage failure: ExecutorLostFailure "
+     "(executor 1 exited caused by one of the running tasks)", True),  # the JVM side
+])
+def test_a_spark_failure_not_ours_is_retried_unless_it_comes_from_the_data(text, retried):
+    from synthfactory.stitch.spark_errors import may_pass_on_retry
+
+    assert may_pass_on_retry(Exception(text)) is retried
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("ray.exceptions.ActorDiedError: ... synthfactory.errors.SynthfactoryError: replica 0: "
+     "Ray assigned GPU(s) [0] but CUDA is not visible", SynthfactoryError),
+    ("ray.exceptions.ActorDiedError: ... synthfactory.errors.RetryableError: timed out",
+     RetryableError),
+    ("The actor died unexpectedly before finishing this task (the worker process was killed "
+     "by the kernel: out of memory)", RetryableError),
+])
+def test_a_replica_that_failed_to_start_is_retried_unless_our_own_error_says_no(text, kind):
+    from synthfactory.rephrase.ray_pool import _kind
+
+    assert _kind(Exception(text)) is kind
+
+
+def test_a_wrapper_that_adds_context_keeps_the_retry_class(monkeypatch):
+    import synthfactory.training.run_data as run_data
+
+    monkeypatch.setattr(run_data, "read_output_lengths", _raise(RetryableError("timed out")))
+    with pytest.raises(RetryableError, match="spec.json: timed out"):
+        spec_from_dict({"type": "empirical", "source": "s3://b/run"}, name="spec.json")
+    monkeypatch.setattr(run_data, "read_output_lengths", _raise(SynthfactoryError("no parts")))
+    with pytest.raises(SynthfactoryError, match="spec.json: no parts") as raised:
+        spec_from_dict({"type": "empirical", "source": "s3://b/run"}, name="spec.json")
+    assert type(raised.value) is SynthfactoryError
