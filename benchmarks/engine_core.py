@@ -8,9 +8,11 @@ the model's steps. This runs the real ``synthfactory rephrase`` on the same shar
 ``--engine-args '{"engine_core": MODE}'`` in alternating sittings (inprocess,
 multiprocess, ...), each into a fresh run folder, and reads each sitting's summary:
 tokens/s over the task's wall time (start-up included: what the mode costs a task) and
-over generation alone, and the start-up's share of the wall time.
+over generation alone, and the start-up's share of the wall time. The prompts are the
+stdlib's docstrings of 400-1200 characters, all of a file's (826 on Python 3.11), so
+each row is a distinct prompt: no prefix-cache hit flatters either mode.
 
-    .venv-worker/bin/python benchmarks/engine_core.py [--rows 96] [--max-new-tokens 160] \
+    .venv-worker/bin/python benchmarks/engine_core.py [--rows 800] [--max-new-tokens 256] \
         [--sittings 1]
 
 Last line: ``RESULT engine_core rows=N inprocess_tokens_per_s=X
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from machine import print_machine, result_line  # noqa: E402  (this folder is on sys.path)
 from sweep import write_shard  # noqa: E402
 
+from synthfactory import storage  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
 
 MODES = ("inprocess", "multiprocess")
@@ -43,7 +46,10 @@ MODES = ("inprocess", "multiprocess")
 
 def sitting(mode: str, rows: int, max_new_tokens: int, tmp: Path, index: int) -> dict:
     run = tmp / f"{mode}-{index}"
-    shard = write_shard(run, rows)
+    shard = write_shard(run, rows, per_module=100)  # one per stdlib file gives ~320
+    written = storage.read_table(shard).num_rows
+    if written < rows:
+        sys.exit(f"--rows {rows}: the stdlib's docstrings gave only {written} prompts")
     result = run / "summary.json"
     argv = [sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard", shard,
             "--model", str(default_model_dir()), "--temperature", "0",
@@ -67,8 +73,8 @@ def sitting(mode: str, rows: int, max_new_tokens: int, tmp: Path, index: int) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=96)
-    parser.add_argument("--max-new-tokens", type=int, default=160)
+    parser.add_argument("--rows", type=int, default=800)
+    parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--sittings", type=int, default=1)
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}

@@ -47,9 +47,11 @@ from synthfactory.sweep.decision import spread  # noqa: E402
 GRID = ROOT / "examples/sweep/cpu-benchmark.json"
 
 
-def write_shard(run: Path, rows: int) -> str:
+def write_shard(run: Path, rows: int, per_module: int = 1) -> str:
+    """At most ``rows`` docstrings, ``per_module`` from each stdlib file (1: about 320)."""
     template = load_template("encyclopedic")
-    docs = iter_docstrings(Path(sysconfig.get_paths()["stdlib"]), 400, 1200, per_module=1)
+    docs = iter_docstrings(Path(sysconfig.get_paths()["stdlib"]), 400, 1200,
+                           per_module=per_module)
     texts = [doc for _, (_, doc) in zip(range(rows), docs, strict=False)]
     table = prompt_table(template, [f"doc-{i:04d}" for i in range(len(texts))], texts, 128,
                          prompt_tokens=[len(t) // 4 for t in texts])
