@@ -80,7 +80,8 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
     args = p.parse_args()
-    # The benchmark spec, scaled to the context so nothing is dropped.
+    # The packing benchmark's spec (docs/adr/0031), scaled to the context so nothing is
+    # dropped.
     spec = spec_from_dict({"type": "buckets", "buckets": [
         {"min_len": 1, "max_len": max(1, args.seq_len // 16), "weight": 3.0},
         {"min_len": args.seq_len // 2, "max_len": args.seq_len - 48, "weight": 1.0},

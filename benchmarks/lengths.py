@@ -1,6 +1,6 @@
 """Sampled-and-packed tokens/s of our grain loader vs grain's own first-fit pipeline.
 
-Spec (issue 8): buckets [1..128 weight 3, 1024..2000 weight 1] at context 2048. Ours:
+Spec (docs/adr/0031): buckets [1..128 weight 3, 1024..2000 weight 1] at context 2048. Ours:
 ``PackedLoader`` (LengthSource -> RandomTokenProcessor -> FirstFitPackIterDataset ->
 training rows -> batch). Baseline: grain alone on the same numpy source, i.e. the same
 lengths (drawn up front with LengthSource) and the same counter-based tokens,

@@ -1,4 +1,5 @@
-"""What machine a benchmark's figures were measured on (issue 31): every figure says it.
+"""What machine a benchmark's figures were measured on: every figure says it, as one
+figure means little without the CPU and the load it was measured under.
 
 Two things for every benchmark in this folder, from ``synthfactory/hardware.py``:
 

@@ -1,4 +1,4 @@
-"""Issue 14 benchmark: the same prompts on the same cores, three ways.
+"""Ray's cost and its recovery: the same prompts on the same cores, three ways.
 
 1. one process: today's worker (`synthfactory rephrase`, one engine on every core);
 2. Ray, one replica on every core;
@@ -26,8 +26,8 @@ KubeRay's worker group brings one back), then without the loss. A cluster's star
 not timed (it stands for a running cluster); the command is. It prints the loss's
 timeline from the pool's events (removal, detection, the replacement's start and engine
 start, the re-queued shard's resumption) and the budget the fix is held to.
-``SYNTHFACTORY_RAY_REPLACE_LOST=0`` in the environment measures the behaviour before
-issue 31 (the lost replica given up).
+``SYNTHFACTORY_RAY_REPLACE_LOST=0`` in the environment measures the old behaviour (the
+lost replica given up; docs/rephrase.md, "What a lost node costs").
 
 Last line: RESULT ray_nodes nodes=N killed_nodes=K lost=L duplicated=D tokens_per_s=T
 lost_s=S detect_s=D engine_start_s=E uncommitted_s=U isa=FLAGS

@@ -1,4 +1,4 @@
-"""Issue 5 benchmark: the checkpointed worker against bare ``LLM.chat``, then
+"""What checkpointing costs: the checkpointed worker against bare ``LLM.chat``, then
 kill-and-resume trials.
 
 Part 1 loads one vLLM engine (CPU build here, CUDA on a GPU) and generates the same

@@ -35,15 +35,23 @@ and registers the result as an Iceberg table.
 
 `check_params` (rules between fields) → `crawl_metadata` → `stitch_prompts` (Spark) →
 `plan_shards` → `wait_for_capacity` →
-`shard[i]` = `shard.rephrase` (GPU pool, vLLM, checkpointed) → `shard.validate` (CPU pool),
-one mapped task group per shard group →
-`register_catalog` (Iceberg + Asset event) → `audit_run` → `smoke_test_training`.
+`shard[i]` = `shard.rephrase` (GPU pool, vLLM or an endpoint, checkpointed) →
+`shard.validate` (CPU pool), one mapped task group per shard group →
+`register_catalog` (Iceberg + Asset event) → `audit_run` → `smoke_test_training` →
+`write_report`.
+
+`write_report` is a teardown: it runs once every task before it has ended, failed runs
+too, and writes `report.json` and its figures into the run folder (the Run report view);
+its own state does not change the DAG run's (docs/adr/0101).
 
 Output lands under `{output_root}/synthetic_rephrase/{interval start}/` (manifest,
-prompts, generated, quarantine, validation). A rerun of an interval resumes: committed
-shards are skipped, partial shards continue from their last checkpoint.
+prompts, generated, quarantine, validation, report). A rerun of an interval resumes:
+committed shards are skipped, partial shards continue from their last checkpoint.
 The runner (`SYNTHFACTORY_RUNNER`) is `local` (subprocesses of `.venv-worker`) or
-`kubernetes` (KubernetesPodOperator with the worker image; same argv).
+`kubernetes` (KubernetesPodOperator with the worker image; same argv). With
+`SYNTHFACTORY_REPHRASE_MODE=kuberay` (kubernetes only) the `kuberay` runner replaces the
+`shard` group by one RayJob for the whole wave, `rephrase_wave` (a head and one GPU
+worker per shard group), then a mapped `validate` pod task per group (docs/adr/0057).
 """
 
 GROUPS = "{{ ti.xcom_pull(task_ids='plan_shards') | length }}"  # wave size = shard groups

@@ -1,10 +1,10 @@
 """The ``kubernetes`` runner: the same argv in a pod of the worker image.
 
-The retry policy is the point (lesson 2: GPUs fail): a pod that dies is retried with
-exponential backoff up to a max delay, reattached to if the worker restarts (``durable``), and a
-failed pod is kept for debugging. The worker resumes from its checkpoints, so a retry
-costs at most one checkpoint of GPU time. Credentials come from a Kubernetes secret
-(``envFrom``), never as literal values in the pod spec.
+The retry policy is the point (GPU nodes and pods fail mid-run): a pod that dies is
+retried with exponential backoff up to a max delay, reattached to if the worker restarts
+(``durable``), and a failed pod is kept for debugging. The worker resumes from its
+checkpoints, so a retry costs at most one checkpoint of GPU time. Credentials come from
+a Kubernetes secret (``envFrom``), never as literal values in the pod spec.
 """
 
 from __future__ import annotations

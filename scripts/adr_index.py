@@ -5,7 +5,11 @@
 
 Each ADR's first line is ``# NNNN Title``; its ``Status:`` line; optional
 ``Supersedes: [KKKK](...)`` line. "Superseded by" is the reverse of every Supersedes.
-tests/unit/engine/test_docs_map.py checks the README's table equals this one.
+The Status column is the whole Status line, every word of it ("accepted; superseded in
+part by 0131"), with each link written as its number and the parenthesised "which
+part" notes left out (they are prose, in the ADR itself).
+tests/unit/engine/test_docs_map.py checks the README's table equals this one, and each
+row's status against the ADR's own Status line, read there.
 """
 
 from __future__ import annotations
@@ -18,6 +22,15 @@ ADR = Path(__file__).resolve().parents[1] / "docs" / "adr"
 README = ADR / "README.md"
 HEADER = "| ADR | Title | Status | Supersedes | Superseded by |\n|---|---|---|---|---|\n"
 LINK = re.compile(r"\[(\d{4})\]\((\d{4}-[^)]+\.md)\)")
+
+
+def status_cell(status: str) -> str:
+    """The Status line as the index shows it: links as numbers, no "(which part)" notes.
+    Innermost parentheses first, so a note holding ``f(x)`` goes whole."""
+    text = LINK.sub(r"\1", status)
+    while (stripped := re.sub(r"\s*\([^()]*\)", "", text)) != text:
+        text = stripped
+    return " ".join(text.split())
 
 
 def adrs() -> list[dict]:
@@ -34,7 +47,7 @@ def adrs() -> list[dict]:
         supersedes = [m.groups() for line in lines if line.startswith("Supersedes:")
                       for m in LINK.finditer(line)]
         found.append({"number": title.group(1), "file": path.name, "title": title.group(2),
-                      "status": LINK.sub(r"\1", status).split(" (")[0].split(" by ")[0],
+                      "status": status_cell(status),
                       "supersedes": supersedes})
     return found
 

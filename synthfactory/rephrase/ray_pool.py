@@ -27,7 +27,8 @@ per replica, so the driver always knows who works on what:
   answering and another node has room. A replica started (or restarted) mid-run loads
   its engine before it takes a shard (``warm``), so the shards keep going to the
   replicas that can generate. ``SYNTHFACTORY_RAY_REPLACE_LOST=0``: no replacement, the
-  run ends on the survivors (issue 31 measured what that costs: docs/rephrase.md).
+  run ends on the survivors (what that costs, measured: docs/rephrase.md, "What a lost
+  node costs").
 
 Ray is imported only here; ``rephrase --replicas 1`` without an address never loads it.
 """
@@ -59,7 +60,7 @@ class PoolOptions:
     replicas_per_node: int | None = None  # None: Ray places replicas by their resources
     # A pinned replica lost with its node is started again on a node with room (one that
     # joined, or a survivor with room to spare); SYNTHFACTORY_RAY_REPLACE_LOST=0: given
-    # up, the run ends on the survivors (the behaviour before issue 31)
+    # up, the run ends on the survivors (the old behaviour: docs/rephrase.md)
     replace_lost: bool = field(
         default_factory=lambda: os.environ.get(REPLACE_LOST_ENV, "1") != "0")
     node_poll_s: float = 1.0  # while a replacement waits for a node with room

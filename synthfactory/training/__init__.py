@@ -1,4 +1,4 @@
-"""Training smoke test on synthetic or real token lengths (issue 8).
+"""Training smoke test on synthetic or real token lengths (docs/training-smoke.md).
 
 Modules, one concern each: ``lengths`` (length specs), ``overlong`` (drop/truncate
 policy), ``length_source`` (seeded, rank-aware, resumable draws), ``token_processors``,

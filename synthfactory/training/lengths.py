@@ -3,7 +3,8 @@
 Every spec draws a whole vector of lengths at once from a numpy Generator
 (``sample(rng, n)``); the caller owns the generator, which is what makes the draws
 seeded, rank-aware and resumable (see :mod:`synthfactory.training.length_source`).
-Specs round-trip through the JSON forms of issue 8 (``spec_from_dict`` / ``to_dict``).
+Specs round-trip through their JSON forms (``spec_from_dict`` / ``to_dict``;
+docs/training-smoke.md, "Length specs (JSON)").
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""What the tests share, in one place (issue 20). Modules with fixtures or hooks are
-registered in tests/conftest.py's ``pytest_plugins``; the rest are imported by name:
+"""What the tests share, in one place (not copied from test to test). Modules with
+fixtures or hooks are registered in tests/conftest.py's ``pytest_plugins``; the rest are
+imported by name:
 
 - paths: the repository's folders and the two environments' programs
 - ports: free TCP ports on 127.0.0.1

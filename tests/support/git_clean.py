@@ -1,6 +1,7 @@
-"""The suite leaves the source tree as it found it (issue 20): ``git status --porcelain``
-is taken when the session starts and again when it ends, and a difference fails the
-session, naming the paths. Tests write under temp folders or ignored paths (var/).
+"""The suite leaves the source tree as it found it (a file a test leaves there could end
+up in a commit, or change what the next run reads): ``git status --porcelain`` is taken
+when the session starts and again when it ends, and a difference fails the session,
+naming the paths. Tests write under temp folders or ignored paths (var/).
 
 The contents of files already changed or untracked at the start are compared too: a
 test that rewrote a file someone was editing would not change its status line. Not in

@@ -313,7 +313,7 @@ class TestAcrossNodes:
 
     @pytest.mark.slow
     def test_a_lost_node_costs_its_detection_restart_and_redo_only(self, cluster, tmp_path):
-        """Issue 31: what a user sees when a machine of the cluster dies mid-run. The same
+        """What a user sees when a machine of the cluster dies mid-run. The same
         16 shards run twice on the head and a worker node: once as they are, once with
         the worker node killed (SIGKILL, no drain: Ray learns it from its health checks,
         ~15 s) while its replica is paused after a shard's first part, and a fresh node

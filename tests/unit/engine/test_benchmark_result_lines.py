@@ -1,4 +1,5 @@
-"""Every benchmark's figures say their machine (issue 31): its RESULT line goes through
+"""Every benchmark's figures say their machine (a figure means little without the CPU
+and load it was measured under): its RESULT line goes through
 ``benchmarks/machine.py``'s ``result_line`` (``... isa=<the CPU's vector extensions>``,
 isa last), it prints ``machine: isa=... load ...`` before and after its measurement, and
 its docstring's RESULT format ends with ``isa=``. Read from each benchmark's source
@@ -16,15 +17,16 @@ from tests.support.paths import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
 HELPER = "machine"
-# The benchmarks issue 31 names, each with its RESULT name: all must be found below.
+# Benchmarks whose RESULT name docs quote, each with that name: all must be found below
+# (every other benchmark that prints a RESULT line is checked too, without a fixed name).
 NAMED = {"capacity.py": "capacity", "crawl.py": "crawl", "endpoint.py": "endpoint",
          "gpu_smoke.py": "gpu_smoke", "lengths.py": "lengths",
          "orchestration.py": "orchestration", "quality.py": "quality_gate",
          "rephrase.py": "rephrase", "stitch.py": "stitch",
          "stitch_cluster.py": "stitch_cluster", "sweep.py": "sweep",
          "engine_defaults.py": "engine_defaults", "engine_core.py": "engine_core"}
-# The lines whose issue spells isa= first ("RESULT engine_defaults isa=... ..."): they
-# pass isa_first=True; every other keeps it last.
+# The lines whose format puts isa= first ("RESULT engine_defaults isa=... ...", as
+# docs/rephrase.md records them): they pass isa_first=True; every other keeps it last.
 ISA_FIRST = {"engine_defaults.py"}
 
 
@@ -110,7 +112,7 @@ def test_result_line_goes_through_the_helper(path: Path):
         assert None not in keywords and "isa" not in keywords, \
             f"{where}: fields by name only; isa is the helper's, last"
         assert ("isa_first" in keywords) == (path.name in ISA_FIRST), \
-            f"{where}: isa_first only where the issue puts isa= first ({sorted(ISA_FIRST)})"
+            f"{where}: isa_first only where isa= comes first ({sorted(ISA_FIRST)})"
 
     # the load before and after the measurement, and nothing printed after RESULT
     assert len(_calls(tree, "print_machine")) >= 2, \

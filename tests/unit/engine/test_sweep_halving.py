@@ -51,7 +51,7 @@ def test_rounds_alternate_with_the_defaults_and_the_slower_half_leaves_each_roun
 
 
 def test_a_loser_with_one_lucky_run_is_not_crowned_on_a_loaded_machine():
-    # The issue's case: a job loads the machine; max_num_seqs=7 really runs ~120 tok/s
+    # The case: a job loads the machine; max_num_seqs=7 really runs ~120 tok/s
     # against the defaults' ~200, but its first trial caught a quiet moment (260) while
     # the defaults' caught a busy one. Picking the highest single figure crowns it.
     figures = {"d": [180.0, 205.0, 198.0], "a": [260.0, 118.0, 121.0],
