@@ -13,6 +13,7 @@ from synthfactory import storage
 from synthfactory.audit import audit
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
+from synthfactory.contract import EXIT_PERMANENT
 from tests.support.run_folders import build_run
 
 TABLE = "synthetic.rephrased"
@@ -43,7 +44,10 @@ def test_a_clean_run_adds_up(run, settings):
                                     "stale=0")
 
 
-def test_cli_prints_each_discrepancy_and_exits_1(run, settings, tmp_path):
+def test_cli_prints_each_discrepancy_and_exits_3(run, settings, tmp_path):
+    """A discrepancy is a fact of the run's files: the command exits EXIT_PERMANENT (3) so
+    Airflow fails audit_run without spending its retries on a rereading. Fails if
+    audit_main raises a RetryableError instead of its PermanentError (exit 1)."""
     part = storage.local_path(storage.join(run.layout.generated_shard(0), "part-00001.parquet"))
     table = pa.parquet.read_table(part)
     pa.parquet.write_table(table.slice(0, 1), part)  # one generated row lost
@@ -51,7 +55,7 @@ def test_cli_prints_each_discrepancy_and_exits_1(run, settings, tmp_path):
         [sys.executable, "-m", "synthfactory.cli", "audit", "--run", run.run_url,
          "--table", TABLE, "--catalog-uri", settings.uri, "--warehouse", settings.warehouse],
         capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
+    assert proc.returncode == EXIT_PERMANENT, proc.stderr
     lines = proc.stdout.strip().splitlines()
     result = [line for line in lines if line.startswith("RESULT audit ")][-1]
     fields = dict(kv.split("=") for kv in result.split()[2:])

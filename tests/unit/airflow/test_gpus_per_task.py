@@ -7,9 +7,11 @@ import copy
 from types import SimpleNamespace
 
 import kubernetes_validate
+import pendulum
 import pytest
 
-from synthfactory_airflow.operators.kubernetes import GPU_POLICY, per_gpu, per_gpu_template
+from synthfactory_airflow.operators.kubernetes import per_gpu
+from synthfactory_airflow.plugins.capacity.quantities import parse_resource
 from tests.support.dag_pods import built_pod, offline_kube, pod_tasks
 from tests.support.paths import ROOT
 
@@ -38,41 +40,74 @@ def _resources(pod: dict) -> dict:
     return base["resources"]
 
 
-@pytest.mark.parametrize("gpus", [1, 4, 8])
+def _quantities(resources: dict) -> dict[str, int]:
+    return {name: parse_resource(name, value) for name, value in (resources or {}).items()}
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 8])
 def test_rephrase_pod_asks_that_many_gpus(tasks, gpus):
-    pod = _pod(tasks[("synthetic_rephrase", "shard.rephrase")], gpus)
-    requests = _resources(pod)["requests"]
-    assert requests["nvidia.com/gpu"] == str(gpus)
-    assert requests["cpu"] == str(8 * gpus) and requests["memory"] == f"{64 * gpus}Gi"
-    assert _resources(pod)["limits"]["nvidia.com/gpu"] == str(gpus)
-    kubernetes_validate.validate(pod, "1.33.0", strict=True)
+    """The N-GPU rephrase pod asks exactly N times what the 1-GPU pod asks, every
+    quantity (GPUs, cpu, memory), requests and limits, and stays a valid pod. Seen
+    failing: per_gpu scaling only nvidia.com/gpu (cpu and memory left per one GPU)."""
+    task = tasks[("synthetic_rephrase", "shard.rephrase")]
+    one, many = _resources(_pod(task, 1)), _resources(_pod(task, gpus))
+    assert _quantities(one["requests"])["nvidia.com/gpu"] == 1
+    for side in ("requests", "limits"):
+        assert _quantities(many[side]) == {
+            name: gpus * value for name, value in _quantities(one[side]).items()}, side
+    kubernetes_validate.validate(_pod(task, gpus), "1.33.0", strict=True)
 
 
 def test_building_twice_does_not_compound(tasks):
+    """Building a pod leaves the operator's own resources as they were: a retry (a
+    second build) asks the same as the first. Seen failing: build_pod_request_obj
+    scaling the operator's own ``container_resources`` in place (each build multiplies)."""
     task = tasks[("synthetic_rephrase", "shard.rephrase")]
+    before = copy.deepcopy(task.container_resources.to_dict())
+    first = _resources(_pod(task, 2))
     _pod(task, 4)
-    assert _resources(_pod(task, 2))["requests"]["nvidia.com/gpu"] == "2"
-    assert task.container_resources.requests == GPU_POLICY.requests
+    assert _resources(_pod(task, 2)) == first
+    assert task.container_resources.to_dict() == before
 
 
 def test_other_gpu_steps_keep_one_gpu(tasks):
-    pod = _pod(tasks[("synthetic_rephrase", "smoke_test_training")], 4)
-    assert _resources(pod)["requests"]["nvidia.com/gpu"] == "1"
+    """gpus_per_task sizes the rephrase pod only: the smoke test's pod is the same."""
+    task = tasks[("synthetic_rephrase", "smoke_test_training")]
+    assert _resources(_pod(task, 4)) == _resources(_pod(task, 1))
 
 
-def test_plan_passes_replicas_equal_to_gpus(tasks):
+@pytest.mark.parametrize("gpus", [1, 3])
+def test_plan_passes_replicas_equal_to_gpus(tasks, gpus):
+    """plan_shards' argv, rendered for a run of N GPUs, hands ``--replicas N`` on to
+    rephrase (after ``--``). Seen failing: ``"--replicas", "1"`` in the DAG's plan argv
+    (a copy of dags/, the value no longer taken from the Param)."""
     plan = tasks[("synthetic_rephrase", "plan_shards")]
-    args = plan.arguments
-    assert args[args.index("--replicas") + 1] == "{{ params.gpus_per_task }}"
+    context = {"params": {**plan.dag.params, "gpus_per_task": gpus},
+               "data_interval_start": pendulum.datetime(2026, 12, 1)}
+    args = plan.render_template(plan.arguments, context)
+    assert args[args.index("--replicas") + 1] == str(gpus)
     assert args.index("--replicas") > args.index("--")  # handed on to rephrase
 
 
-def test_wave_asks_per_gpu_quantities_times_the_param():
-    templates = per_gpu_template(GPU_POLICY.requests)
-    assert templates["nvidia.com/gpu"] == "{{ 1 * params.gpus_per_task }}"
-    assert templates["memory"] == "{{ 64 * params.gpus_per_task }}Gi"
-    assert per_gpu({"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}, 3) == {
-        "cpu": "24", "memory": "192Gi", "nvidia.com/gpu": "3"}
+@pytest.mark.parametrize("gpus", [1, 3])
+def test_wave_asks_what_the_rephrase_pods_ask(tasks, gpus):
+    """The capacity sensor (kubernetes runner) waits for one GPU pod per shard group, each
+    asking what the built rephrase pod asks for that run's gpus_per_task. Seen failing:
+    per_gpu_template dropping the factor (the wave asked for 1-GPU pods)."""
+    dag = tasks[("synthetic_rephrase", "shard.rephrase")].dag
+    sensor = copy.copy(dag.get_task("wait_for_capacity"))
+    ti = SimpleNamespace(xcom_pull=lambda task_ids: PLAN)
+    sensor.render_template_fields({"ti": ti, "params": {**dag.params, "gpus_per_task": gpus}})
+    (gpu,) = [g for g in sensor.wave if g["pool"] == "gpu"]
+    pod = _pod(tasks[("synthetic_rephrase", "shard.rephrase")], gpus)
+    assert int(gpu["count"]) == len(PLAN)
+    assert _quantities(gpu["requests"]) == _quantities(_resources(pod)["requests"])
+    assert gpu["node_selector"] == pod["spec"]["nodeSelector"]
+
+
+def test_per_gpu_scales_every_quantity_with_its_unit():
+    assert per_gpu({"cpu": "500m", "memory": "3Gi", "nvidia.com/gpu": "1"}, 3) == {
+        "cpu": "1500m", "memory": "9Gi", "nvidia.com/gpu": "3"}
 
 
 def test_sensor_renders_the_wave_for_the_run(tasks):

@@ -1,7 +1,11 @@
 """`make screenshot` (scripts/screenshot_run_report.py) takes the README's picture from a
 demo run; the browser test drives its Playwright steps, this checks the rest without a
 browser: it imports, finds the latest successful run through the REST API, and the
-Makefile, the README and the script agree on the picture."""
+Makefile, the README and the script agree on the picture.
+
+The API stand-in applies the query the script sends (state filter, order_by, limit) as
+Airflow's /dagRuns does, over runs listed in no useful order: which run is "latest" is
+decided by the script's query, not by the stand-in."""
 
 from __future__ import annotations
 
@@ -28,7 +32,9 @@ def script():
 @pytest.fixture
 def api():
     """An Airflow REST API stand-in on 127.0.0.1: a token for admin's password, then
-    the DAG's runs (what the test puts in ``runs``) for that token only."""
+    the DAG's runs (what the test puts in ``runs``) for that token only, filtered by
+    ``state``, sorted by ``order_by`` ("-" descending) and cut at ``limit`` (Airflow's
+    default 50), as the real endpoint does."""
     state = {"runs": [], "queries": []}
 
     class Handler(BaseHTTPRequestHandler):
@@ -47,8 +53,18 @@ def api():
             if self.headers.get("Authorization") != "Bearer tok":
                 return self._answer(401, {})
             url = urlsplit(self.path)
-            state["queries"].append((url.path, parse_qs(url.query)))
-            self._answer(200, {"dag_runs": state["runs"][:1]})
+            query = parse_qs(url.query)
+            state["queries"].append((url.path, query))
+            runs = [r for r in state["runs"]
+                    if "state" not in query or r["state"] in query["state"]]
+            # no order_by: Airflow's own (creation) order, here the order of ``runs``
+            for key in reversed(query.get("order_by", [])):  # the last key sorts first
+                field = key.lstrip("-")
+                if any(field not in r for r in runs):
+                    return self._answer(400, {"detail": f"cannot order by {key}"})
+                runs.sort(key=lambda r, f=field: r[f], reverse=key.startswith("-"))
+            limit = int(query.get("limit", ["50"])[0])
+            self._answer(200, {"dag_runs": runs[:limit], "total_entries": len(runs)})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -57,14 +73,41 @@ def api():
     server.server_close()
 
 
+def _run(run_id: str, state: str, run_after: str, start: str) -> dict:
+    return {"dag_run_id": run_id, "state": state, "run_after": run_after,
+            "logical_date": run_after, "start_date": start}
+
+
 def test_the_latest_successful_run_is_the_one_shown(script, api):
+    """Of several runs the script picks the successful one that ran after all the others
+    that succeeded: not a newer failed or running one, not the first listed, not the one
+    started last (a rerun of an old interval) nor the last id in sort order. Seen failing:
+    ``order_by=run_after`` (no "-") in latest_success picks the oldest success instead."""
     base, state = api
-    state["runs"] = [{"dag_run_id": "manual__2026-12-01T09:00:00+00:00"},
-                     {"dag_run_id": "manual__2026-11-30T09:00:00+00:00"}]
-    assert script.latest_success(base, "pw") == "manual__2026-12-01T09:00:00+00:00"
-    ((path, query),) = state["queries"]
+    latest = "manual__2026-12-01T09:00:00+00:00"
+    state["runs"] = [
+        _run("scheduled__2026-11-29T00:00:00+00:00", "success",  # a rerun, started last
+             "2026-11-29T00:00:00+00:00", "2026-12-03T08:00:00+00:00"),
+        _run("manual__2026-12-02T09:00:00+00:00", "failed",
+             "2026-12-02T09:00:00+00:00", "2026-12-02T09:00:01+00:00"),
+        _run(latest, "success", "2026-12-01T09:00:00+00:00", "2026-12-01T09:00:01+00:00"),
+        _run("manual__2026-12-03T09:00:00+00:00", "running",
+             "2026-12-03T09:00:00+00:00", "2026-12-03T09:00:01+00:00"),
+        _run("manual__2026-11-30T09:00:00+00:00", "success",
+             "2026-11-30T09:00:00+00:00", "2026-11-30T09:00:01+00:00"),
+    ]
+    assert script.latest_success(base, "pw") == latest
+    ((path, _),) = state["queries"]
     assert path == "/api/v2/dags/synthetic_rephrase/dagRuns"
-    assert query["state"] == ["success"] and query["order_by"] == ["-run_after"]
+
+
+def test_only_failed_runs_are_not_shown(script, api):
+    """A DAG whose runs all failed has nothing to show: the script asks for successes."""
+    base, state = api
+    state["runs"] = [_run("manual__2026-12-02T09:00:00+00:00", "failed",
+                          "2026-12-02T09:00:00+00:00", "2026-12-02T09:00:01+00:00")]
+    with pytest.raises(SystemExit, match="run `make demo` first"):
+        script.latest_success(base, "pw")
 
 
 def test_without_a_successful_run_it_says_to_run_the_demo(script, api):
