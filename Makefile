@@ -33,7 +33,7 @@ export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
 export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
 .PHONY: setup demo test lint corpus model clean-demo standalone browser kube-control-plane \
-        test-prerequisites setup-and-browser check-gpu-image
+        test-prerequisites setup-and-browser check-gpu-image check
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
@@ -141,6 +141,18 @@ check-gpu-image: .venv-worker/.ok
 
 lint: .venv/.ok
 	.venv/bin/ruff check .
+
+# The fast loop: lint, the unit tests, the contract and DAG-parse tests of both halves,
+# without what starts Airflow, Spark, vLLM, Ray, a control plane or a browser (their
+# markers; tests/support/heavy_guard.py fails a test that starts one unmarked). No root,
+# no control plane, no model: both venvs only. `make test` stays the whole suite.
+FAST := -m "not slow and not kubernetes_e2e and not browser"
+check: lint .venv-worker/.ok
+	.venv-worker/bin/pytest tests/unit/engine -q -p no:cacheprovider $(FAST) --durations=5
+	@home=$$(mktemp -d /tmp/synthfactory-check-airflow.XXXXXX); rc=0; \
+	AIRFLOW_HOME=$$home AIRFLOW__CORE__LOAD_EXAMPLES=False \
+	  .venv/bin/pytest tests/unit/airflow tests/dags -q -p no:cacheprovider $(FAST) \
+	  --durations=5 || rc=$$?; rm -rf $$home; exit $$rc
 
 clean-demo:
 	rm -rf var/data var/catalog var/warehouse var/corpus var/airflow

@@ -6,7 +6,7 @@ process (no JVM warmed by the other run):
 
   (a) ``local[2]``: one JVM, tasks in its threads, shuffles in memory;
   (b) ``spark://``: a master and 2 workers x 1 core started from PySpark's jars
-      (synthfactory/stitch/standalone.py), 2 executors of 1 core: every task is shipped to
+      (tests/support/spark_standalone.py), 2 executors of 1 core: every task is shipped to
       another JVM, shuffle blocks are fetched over the network stack.
 
 The job time excludes the session start-up (JVM, and on the cluster the wait until both
@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.support
 
 from machine import print_machine, result_line  # noqa: E402
 from stitch import build_corpus  # noqa: E402
@@ -44,12 +45,12 @@ from synthfactory.layout import RunLayout  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
 from synthfactory.stitch.command import manifest_files  # noqa: E402
 from synthfactory.stitch.spark_conf import session_conf  # noqa: E402
-from synthfactory.stitch.standalone import (  # noqa: E402
+from synthfactory.stitch.templates import available, load_templates  # noqa: E402
+from tests.support.spark_standalone import (  # noqa: E402
     event_log_conf,
     executors_in_event_log,
     start_cluster,
 )
-from synthfactory.stitch.templates import available, load_templates  # noqa: E402
 
 WORKERS, CORES = 2, 1
 

@@ -14,10 +14,6 @@ from synthfactory.contract import paths
 class RunLayout:
     run_url: str  # {root}/{pipeline}/{interval}
 
-    @classmethod
-    def for_interval(cls, root: str, pipeline: str, interval: str) -> RunLayout:
-        return cls(storage.join(root, pipeline, interval))
-
     def url(self, path: str) -> str:
         """The URL of a path relative to the run (one of ``contract.paths``)."""
         return storage.join(self.run_url, path)

@@ -1,6 +1,7 @@
-"""``synthfactory validate``: per generated shard, token-length statistics, quality
-flags and the quality gate's verdict of every row (verdicts/, rejected/), with counts
-that must add up against the shard's ``_COMMITTED.json``."""
+"""``synthfactory validate``: per generated shard, token-length statistics and the quality
+gate's verdict of every row (verdicts/, rejected/), with counts that must add up against
+the shard's ``_COMMITTED.json``. Its flags (empty, truncated, repetition, refusal) are
+the gate's reasons of those names, counted from the same verdicts: one count each."""
 
 from __future__ import annotations
 
@@ -16,20 +17,17 @@ from synthfactory.contract import QualityCounts, ValidationJson, paths
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
-from synthfactory.quality.checks import REFUSAL, repetition_ratio
 from synthfactory.quality.gate import verdict_columns
 from synthfactory.quality.reasons import REASONS
 
+# the gate's reasons a row is flagged for (the others judge the rephrasing, not the engine)
 FLAGS = ("empty", "truncated", "repetition", "refusal")
 
 
-def flag_rows(texts: list[str], finish: list[str], max_repetition: float) -> dict[str, list[bool]]:
-    return {
-        "empty": [not t.strip() for t in texts],
-        "truncated": [f == "length" for f in finish],
-        "repetition": [repetition_ratio(t) > max_repetition for t in texts],
-        "refusal": [bool(REFUSAL.match(t)) for t in texts],
-    }
+def flag_counts(reasons: list[list[str]]) -> tuple[dict[str, int], int]:
+    """The count of each flag, and of rows with any, from the gate's reasons of each row."""
+    return ({flag: sum(flag in why for why in reasons) for flag in FLAGS},
+            sum(any(flag in why for flag in FLAGS) for why in reasons))
 
 
 def length_stats(lengths: np.ndarray) -> dict:
@@ -63,18 +61,16 @@ def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> Valid
     if rows != commit["rows_generated"]:
         raise SynthfactoryError(
             f"{out}: parts hold {rows} rows but {paths.COMMITTED} says {commit['rows_generated']}")
-    texts = table.column("output_text").to_pylist() if rows else []
-    finish = table.column("finish_reason").to_pylist() if rows else []
     lengths = table.column("output_tokens").to_numpy() if rows else np.array([], dtype=np.int64)
-    flags = flag_rows(texts, finish, max_repetition)
-    flagged = [any(f[i] for f in flags.values()) for i in range(rows)]
+    quality, reasons = _gate(shard_url, table, layout, name, max_repetition)
+    flags, flagged = flag_counts(reasons)
     report: ValidationJson = {
         "shard": name, "rows": rows, "rows_in": commit["rows_in"],
         "rows_quarantined": commit["rows_quarantined"],
         "output_tokens": length_stats(lengths),
-        "flags": {k: int(sum(v)) for k, v in flags.items()},
-        "rows_flagged": int(sum(flagged)),
-        "quality": _gate(shard_url, table, layout, name, max_repetition),
+        "flags": flags,
+        "rows_flagged": flagged,
+        "quality": quality,
     }
     pause_point("validate:before-write")
     storage.write_json(layout.shard_validation(name), report)
@@ -88,10 +84,10 @@ VERDICT_SCHEMA = pa.schema([
 
 
 def _gate(shard_url: str, table: pa.Table | None, layout: RunLayout, name: str,
-          max_repetition: float) -> QualityCounts:
+          max_repetition: float) -> tuple[QualityCounts, list[list[str]]]:
     """The quality gate over the shard's rows, against their sources in the prompt shard:
     verdicts/{shard}.parquet for every row, rejected/{shard}.parquet for the rejected.
-    The generated parts stay as committed."""
+    The generated parts stay as committed. Returns the counts and each row's reasons."""
     rows = (table.sort_by("row").to_pylist() if table is not None else [])
     users = storage.read_table(shard_url, columns=["user"]).column(0).to_pylist()
     verdicts = verdict_columns(
@@ -110,7 +106,7 @@ def _gate(shard_url: str, table: pa.Table | None, layout: RunLayout, name: str,
     }, schema=pa.schema([("row", pa.int64()), ("id", pa.string()), ("template_id", pa.string()),
                          ("reasons", pa.list_(pa.string())), ("output_text", pa.string())])),
         layout.shard_rejected(name))
-    return quality_counts(columns)
+    return quality_counts(columns), verdicts["reasons"]
 
 
 def quality_counts(columns: dict[str, list]) -> QualityCounts:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-import numpy as np
-
 from synthfactory.errors import SynthfactoryError
 
 
@@ -27,15 +25,3 @@ class OverlongPolicy(StrEnum):
                 f"overlong policy {value!r}: use one of {[p.value for p in cls]}"
             ) from exc
 
-
-def apply_policy(
-    lengths: np.ndarray, max_len: int, policy: OverlongPolicy
-) -> tuple[np.ndarray, int, int]:
-    """Vectorised policy: (kept lengths, dropped count, truncated count)."""
-    over = lengths > max_len
-    n_over = int(over.sum())
-    if not n_over:
-        return lengths, 0, 0
-    if policy is OverlongPolicy.DROP:
-        return lengths[~over], n_over, 0
-    return np.minimum(lengths, max_len), 0, n_over

@@ -14,8 +14,10 @@ import json
 import os
 import secrets
 import socket
+import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +49,12 @@ class DagRun:
     canaries: dict[str, str] = field(default_factory=dict)  # name -> secret value
     pg_role: str = ""
     s3_endpoint: str = ""
+    first_states: dict[str, str] = field(default_factory=dict)  # task_states after each run
+    second_states: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metadata_db(self) -> Path:
+        return self.tmp / "airflow" / "airflow.db"
 
     @property
     def run_folder(self) -> Path:
@@ -129,6 +137,19 @@ def signing_s3():
         server.wait(timeout=30)
 
 
+def task_states(db: Path, dag_id: str = "synthetic_rephrase") -> dict[str, str]:
+    """Each task instance's state in the DAG's latest run, as Airflow's metadata database
+    holds it: ``task_id`` (``task_id[i]`` for a mapped one) -> state (None: never queued)."""
+    with closing(sqlite3.connect(db)) as conn:
+        latest = conn.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC "
+                              "LIMIT 1", (dag_id,)).fetchone()
+        if latest is None:
+            return {}
+        rows = conn.execute("SELECT task_id, map_index, state FROM task_instance "
+                            "WHERE dag_id = ? AND run_id = ?", (dag_id, latest[0])).fetchall()
+    return {(task if index < 0 else f"{task}[{index}]"): state for task, index, state in rows}
+
+
 @pytest.fixture(scope="session")
 def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
     if not (WORKER.exists() and (MODEL / "config.json").exists()):
@@ -172,7 +193,11 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
                                               f"{PG['host']}:{PG['port']}/{role}",
                   "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret_key,
                   "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION}
-    return DagRun(tmp=tmp, conf=conf, first=run_dag(), second=run_dag(), airflow_env=env,
-                  worker_env=worker_env,
+    first = run_dag()
+    first_states = task_states(tmp / "airflow" / "airflow.db")
+    second = run_dag()
+    return DagRun(tmp=tmp, conf=conf, first=first, second=second, airflow_env=env,
+                  worker_env=worker_env, first_states=first_states,
+                  second_states=task_states(tmp / "airflow" / "airflow.db"),
                   canaries={"catalog password": pg_password, "AWS secret key": secret_key},
                   pg_role=role, s3_endpoint=endpoint)

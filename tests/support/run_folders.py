@@ -63,7 +63,7 @@ def build_run(
     engine_args_by_shard: dict[int, dict] | None = None,
     rejected: int = 0,
 ) -> RunFixture:
-    layout = RunLayout.for_interval(root_url, pipeline, interval)
+    layout = RunLayout(storage.join(root_url, pipeline, interval))
     fixture = RunFixture(layout.run_url, layout)
     shard_entries, docs = [], set()
     for index, rows in enumerate(shard_rows):

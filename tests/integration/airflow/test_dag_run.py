@@ -6,11 +6,14 @@ copy of the run's rows."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
+from contextlib import closing
 
 import pytest
 
+from tests.support.dag_run import task_states
 from tests.support.paths import MODEL, WORKER
 
 pytestmark = pytest.mark.skipif(
@@ -41,14 +44,26 @@ def catalog_show(dag_run):
     return show
 
 
-def _task_states(log: str) -> str:
-    return log[-4000:]
+# every task of the DAG, as the metadata database names them (shard groups are mapped)
+TASKS = {"check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
+         "wait_for_capacity", "shard.rephrase", "shard.validate", "register_catalog",
+         "audit_run", "smoke_test_training", "write_report"}
 
 
-def test_dag_run_succeeds_end_to_end(demo):
+def _not_succeeded(states: dict[str, str]) -> dict[str, str]:
+    """The task instances of a run that did not succeed, and the tasks that never ran."""
+    ran = {key.split("[")[0] for key in states}
+    return ({key: str(state) for key, state in states.items() if state != "success"}
+            | {task: "missing" for task in TASKS - ran})
+
+
+def test_dag_run_succeeds_end_to_end(demo, dag_run):
     tmp, _, first, _ = demo
-    assert first.returncode == 0, _task_states(first.stdout + first.stderr)
-    assert "state=success" in first.stdout + first.stderr
+    assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+    # each task's state from Airflow's metadata database, not the log: `dags test` also
+    # exits 0 when a task failed, and "state=success" is in its log while any task succeeds
+    assert not _not_succeeded(dag_run.first_states), dag_run.first_states
+    assert sum(key.startswith("shard.rephrase[") for key in dag_run.first_states) >= 2
     run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"  # the data interval's day
     plan = json.loads((run / "prompts" / "shards.json").read_text())
     assert plan["rows_in"] == 10
@@ -83,10 +98,25 @@ def test_catalog_table_holds_the_run_and_asset_event_carries_it(demo, catalog_sh
     assert event["templates"] and event["model"].endswith("SmolLM2-135M-Instruct")
 
 
-def test_rerun_of_the_interval_redoes_nothing_and_keeps_one_copy(demo, catalog_show):
+def test_rerun_of_the_interval_redoes_nothing_and_keeps_one_copy(demo, dag_run, catalog_show):
     tmp, conf, first, second = demo
-    assert second.returncode == 0, _task_states(second.stdout + second.stderr)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+    assert not _not_succeeded(dag_run.second_states), dag_run.second_states
     assert "already committed" in second.stdout + second.stderr
     run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"
     quality = [json.loads(p.read_text())["quality"] for p in run.glob("validation/*.json")]
     assert catalog_show()["rows"] == sum(q["usable"] for q in quality)
+
+
+def test_a_failed_or_missing_task_is_seen_in_the_metadata_database(dag_run, tmp_path):
+    """The check above, made to fail: the run's database with one shard's rephrase marked
+    failed, and one without write_report's row, as a run that broke there would leave it."""
+    db = tmp_path / "airflow.db"
+    shutil.copy(dag_run.metadata_db, db)
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("UPDATE task_instance SET state = 'failed' "
+                     "WHERE task_id = 'shard.rephrase' AND map_index = 1")
+        conn.execute("DELETE FROM task_instance WHERE task_id = 'write_report'")
+        conn.commit()
+    assert _not_succeeded(task_states(db)) == {"shard.rephrase[1]": "failed",
+                                               "write_report": "missing"}

@@ -19,7 +19,7 @@ from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 from synthfactory.stitch.prompt_table import prompt_table
 from synthfactory.stitch.reader import read_documents
 from synthfactory.stitch.templates import load_template
-from synthfactory.validate import validate_shard
+from synthfactory.validate import FLAGS, validate_shard
 from tests.support.quality_texts import GERMAN, REFUSAL, REWRITE, SOURCE, SUMMARY
 from tests.support.run_folders import build_run
 
@@ -55,12 +55,12 @@ def _report(run_url: str, *extra: str) -> dict:
     return storage.read_json(storage.join(run_url, "report", "report.json"))
 
 
-@pytest.fixture
-def gated_run(tmp_path) -> RunLayout:
-    layout = RunLayout.for_interval(storage.normalize(str(tmp_path)), "synthetic_rephrase",
-                                    "2026-01-01")
+def _gated(tmp_path, shards) -> RunLayout:
+    """A run folder of ``shards`` (as SHARDS), rephrased by Scripted and validated."""
+    layout = RunLayout(storage.join(storage.normalize(str(tmp_path)), "synthetic_rephrase",
+                                    "2026-01-01"))
     entries, templates, n = [], [], 0
-    for index, (template_id, rows) in enumerate(SHARDS):
+    for index, (template_id, rows) in enumerate(shards):
         template = load_template(template_id)
         ids = [f"doc-{n + i:02d}" for i in range(len(rows))]
         n += len(rows)
@@ -77,7 +77,7 @@ def gated_run(tmp_path) -> RunLayout:
         "styles_per_doc": 1, "shard_tokens": 4096})
     storage.write_json(storage.join(layout.manifest, "_SUMMARY.json"),
                        {"objects": 1, "bytes": 1, "partitions": 1, "source": "file:///c"})
-    for entry, (_, rows) in zip(entries, SHARDS, strict=True):
+    for entry, (_, rows) in zip(entries, shards, strict=True):
         rephrase_shard(entry["url"], layout.run_url, lambda rows=rows: Scripted(rows),
                        WorkerOptions(model="scripted", checkpoint_rows=2))
         commit_url = storage.join(layout.shard_output(entry["name"]), "_COMMITTED.json")
@@ -86,6 +86,11 @@ def gated_run(tmp_path) -> RunLayout:
         storage.write_json(commit_url, commit)
         validate_shard(entry["url"], layout.run_url, 0.5)
     return layout
+
+
+@pytest.fixture
+def gated_run(tmp_path) -> RunLayout:
+    return _gated(tmp_path, SHARDS)
 
 
 def test_quality_section_adds_up_against_the_verdicts(gated_run):
@@ -174,6 +179,22 @@ def test_demo_summary_prints_usable_rows_tokens_and_truncated_share(gated_run):
     assert truncated == "11.1% of rows stopped at their token budget (1 truncated)"
     rate = report["quality"]["usable_tokens_per_s"]
     assert tokens == f"{report['quality']['usable_output_tokens']} = {rate:.1f} usable tokens/s"
+
+
+def test_validates_flags_are_the_gates_reasons_counted_once(tmp_path):
+    """One count per flag: validate's flags are the gate's reasons of those names, on the
+    cleaned text. Flagged on the raw text (as before), the preamble-only row counted 0
+    empty while the gate rejected it as empty."""
+    shards = [("encyclopedic", [(REWRITE, "stop", []),
+                                ("Sure! Here is the rewritten text:", "stop", ["empty"]),
+                                (REFUSAL, "length", ["refusal", "truncated"])])]
+    layout = _gated(tmp_path, shards)
+    report = storage.read_json(layout.shard_validation("shard-00000"))
+    verdicts = storage.read_table(layout.shard_verdicts("shard-00000")).to_pylist()
+    assert report["flags"] == {"empty": 1, "truncated": 1, "repetition": 0, "refusal": 1}
+    assert report["flags"] == {flag: report["quality"]["reasons"][flag] for flag in FLAGS}
+    assert report["rows_flagged"] == 2 == sum(bool(set(v["reasons"]) & set(FLAGS))
+                                              for v in verdicts)
 
 
 def test_a_run_validated_before_the_gate_still_gets_its_report(tmp_path):

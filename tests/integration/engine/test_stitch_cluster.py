@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthfactory.model import default_model_dir, is_ready
-from synthfactory.stitch.standalone import (
+from tests.support.moto import moto_s3
+from tests.support.spark_standalone import (
     event_log_conf,
     executors_in_event_log,
     start_cluster,
 )
-from tests.support.moto import moto_s3
 
 pytestmark = [
     pytest.mark.slow,

@@ -86,6 +86,7 @@ def test_image_wheel_registers_the_run_report_plugin(image_wheel):
             in section.group(1))
 
 
+@pytest.mark.slow  # starts Airflow's CLI
 def test_airflow_loads_the_run_report_plugin_once_from_the_entry_point(tmp_path):
     """The development environment loads it the way the image does: from the installed
     distribution, with an empty plugins folder, and without an import error."""

@@ -1,11 +1,12 @@
 """A Spark standalone cluster on this machine, from the jars PySpark ships: one master and
 N workers on 127.0.0.1, each a ``spark-class`` JVM in its own process group.
 
-For tests and benchmarks of the stitch job on a real cluster master (``spark://``):
-executors run inside the workers, so tasks cross process boundaries, shuffles go over
-the network stack and every Python function is pickled to another JVM's Python worker,
-as on a real cluster. ``stop()`` ends every process the cluster started (executors and
-their Python workers included), also when the caller failed.
+For the tests and benchmarks of the stitch job on a real cluster master (``spark://``;
+nothing in production starts one, so it is not in the engine): executors run inside
+the workers, so tasks cross process boundaries, shuffles go over the network stack and
+every Python function is pickled to another JVM's Python worker, as on a real cluster.
+``stop()`` ends every process the cluster started (executors and their Python workers
+included), also when the caller failed.
 """
 
 from __future__ import annotations
