@@ -129,8 +129,10 @@ params = {
                             description="most tokens generated per rephrasing: auto (sized "
                                         "to each source and template) or a number"),
     "max_model_len": Param(2048, type="integer", minimum=256, section=MODEL,
-                           description="vLLM context window: prompt plus new tokens of one "
-                                       "sequence"),
+                           description="context window of one sequence (prompt plus new "
+                                       "tokens): stitch cuts the prompts for it and every "
+                                       "rephrase engine runs with it (plan passes it on; "
+                                       "engine_args may set a larger one, never a smaller)"),
     "temperature": Param(0.7, type="number", minimum=0, maximum=2, section=MODEL,
                          description="sampling temperature (0 = greedy)"),
     "checkpoint_rows": Param(16, type="integer", minimum=1, section=MODEL,

@@ -40,6 +40,13 @@ def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
             f"shard_tokens={params['shard_tokens']}: below max_model_len="
             f"{params['max_model_len']}; one prompt plus its output would not fit in a shard"
         )
+    engine_window = (params.get("engine_args") or {}).get("max_model_len")
+    if (isinstance(engine_window, int) and not isinstance(engine_window, bool)
+            and engine_window < params.get("max_model_len", 0)):
+        found.append(
+            f"engine_args max_model_len={engine_window}: below max_model_len="
+            f"{params['max_model_len']}, the window stitch cuts the prompts for and every "
+            "rephrase task runs with; raise it or leave it out of engine_args")
     if params.get("min_quality") is not None and not params.get("quality_column"):
         found.append(
             f"min_quality={params['min_quality']}: needs quality_column, the seed files' "

@@ -6,6 +6,10 @@ estimated tokens. The argv of every rephrase and validate task is built here, fr
 options after ``--``, so the mapped tasks receive finished argv (Airflow does not
 render templates inside mapped XCom values). The summary is the list of groups itself,
 because Airflow maps only over a task's return value.
+
+One window from stitch to the engine: every rephrase argv carries ``--max-model-len``,
+the context window shards.json says the prompts were cut for (a shards.json from before
+stitch recorded it: none, and rephrase keeps its engine's own window).
 """
 
 from __future__ import annotations
@@ -64,6 +68,22 @@ def check_entries(shards: list, where: str) -> None:
                                      f"got {value!r}")
 
 
+def window_flags(plan: dict, options: list[str], where: str) -> list[str]:
+    """``--max-model-len N`` from shards.json's ``max_model_len``; [] when it has none.
+    The window is the shards', not an option: one given after ``--`` is refused."""
+    if any(o == "--max-model-len" or o.startswith("--max-model-len=") for o in options):
+        raise PermanentError("--max-model-len after --: the window comes from "
+                             f"{where} (max_model_len, the window stitch cut the prompts "
+                             "for); to generate in another window, restitch with it")
+    window = plan.get("max_model_len")
+    if window is None:
+        return []
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise PermanentError(f"{where}: 'max_model_len' must be a whole number >= 1, "
+                             f"got {window!r}")
+    return ["--max-model-len", str(window)]
+
+
 def run(args: argparse.Namespace) -> list[PlanGroup]:
     layout = RunLayout(storage.normalize(args.run))
     plan = storage.run_folder(layout.run_url).shards_plan()
@@ -74,6 +94,7 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
         raise PermanentError(f"{layout.shards_json}: no 'shards' list")
     check_entries(shards, layout.shards_json)
     options = [o for o in args.rephrase_options if o != "--"]
+    options = [*window_flags(plan, options, layout.shards_json), *options]
     groups = group_shards(shards, args.max_groups)
     planned: list[PlanGroup] = []
     for group in groups:

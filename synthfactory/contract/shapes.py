@@ -38,7 +38,7 @@ class ShardsJson(TypedDict):
     styles_per_doc: int
     shard_tokens: int
     max_new_tokens: int | str  # a fixed budget, or "auto" (per row: the shards' column)
-    max_model_len: int
+    max_model_len: int  # the window the prompts were cut for; plan passes it to rephrase
     seed: int
     files: int  # seed files the manifest listed
 
@@ -80,8 +80,9 @@ class CommittedJson(TypedDict):
     output_checksum: str
     model: str
     engine_args: dict[str, Any]
-    # hardware, dtype, dtype_reason, tuned, engine_core(_reason), kv_cache_*: why the
-    # offline engine ran as it did ({} for other engines and commits before it existed)
+    # hardware, dtype, dtype_reason, tuned, engine_core(_reason), max_model_len(_reason),
+    # kv_cache_*: why the offline engine ran as it did ({} for other engines and commits
+    # before it existed)
     engine_choice: NotRequired[dict[str, Any]]
     sampling: dict[str, Any]
     timings: CommitTimings

@@ -21,6 +21,7 @@ from synthfactory.errors import PermanentError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
 from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, read_tuned
+from synthfactory.rephrase.engine_choice import check_window
 from synthfactory.rephrase.engine_spec import ENGINES, EngineSpec
 from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
@@ -35,6 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run URL (default: the shard's run); gets generated/, quarantine/")
     parser.add_argument("--model", default=None, help="model folder or name")
     parser.add_argument("--engine-args", default=None, help="JSON object or @file for vllm.LLM")
+    parser.add_argument("--max-model-len", type=positive_int, default=None,
+                        help="the context window the shards were cut for (stitch's "
+                             "max_model_len; plan passes it from prompts/shards.json): the "
+                             "engine's max_model_len, unless --engine-args sets a larger one; "
+                             "an engine window smaller than it fails the task before any "
+                             "generation. Default: the engine's own")
     parser.add_argument("--max-new-tokens", type=budget, default=AUTO,
                         help="one budget for every row; default (auto): each row's own, "
                              "the shard's max_new_tokens column")
@@ -99,6 +106,7 @@ def run(args: argparse.Namespace) -> dict:
                              f"{sorted(given)}")
     tuned = read_tuned(model) if args.engine == "vllm" else None
     if args.engine == "vllm":  # vLLM's own definitions, before any shard is read or loaded
+        check_window(given, args.max_model_len, "--engine-args")  # one window, stitch to engine
         check_engine_args(tuned["engine_args"] if tuned else {}, f"{Path(model) / TUNED_FILE}")
         check_engine_args(given, "--engine-args")
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
@@ -109,7 +117,8 @@ def run(args: argparse.Namespace) -> dict:
     spec = EngineSpec(model=model, engine_args=given, tuned=tuned, sampling=sampling,
                       engine=args.engine, endpoint=args.endpoint,
                       served_model=args.served_model, endpoint_retry_s=args.endpoint_retry_s,
-                      max_in_flight=args.max_in_flight, echo_delay_s=args.echo_delay_s)
+                      max_in_flight=args.max_in_flight, echo_delay_s=args.echo_delay_s,
+                      window=args.max_model_len)
     shards = [storage.normalize(url) for url in args.shard]
     pool = engine = None
     if args.replicas > 1 or args.ray_address or args.replicas_per_node:

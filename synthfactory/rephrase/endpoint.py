@@ -79,6 +79,9 @@ class EndpointOptions:
     retry_s: float = 600.0  # how long one request may keep failing before the task fails
     connect_wait_s: float = 30.0  # at start: how long an unreachable server is waited for
     request_timeout_s: float = 900.0  # one generation; long outputs on a busy server
+    # the context window the shards were cut for: a server reporting a smaller one is
+    # refused at start; one that reports none is trusted (docs/rephrase.md, One window)
+    window: int | None = None
 
 
 def api_base(url: str) -> str:
@@ -165,15 +168,17 @@ class OpenAIEndpointEngine:
             limits=httpx.Limits(max_connections=max_in_flight,
                                 max_keepalive_connections=max_in_flight))
         self._httpx = httpx
-        self.served_model, self.server = self._loop.run_until_complete(self._discover())
+        self.served_model, self.server, self.max_model_len = self._loop.run_until_complete(
+            self._discover())
         self.engine_args = {"engine": "openai", "endpoint": self.base,
                             "served_model": self.served_model, "server": self.server,
-                            "max_in_flight": max_in_flight}
+                            "max_in_flight": max_in_flight,
+                            "max_model_len": self.max_model_len}  # the server's; None: unsaid
         log.info("endpoint %s: model %s, server %s", self.base, self.served_model,
                  self.server or "unknown")
 
     # -- start: is it an OpenAI API, and does it serve the model? -----------------------
-    async def _discover(self) -> tuple[str, str | None]:
+    async def _discover(self) -> tuple[str, str | None, int | None]:
         response = await self._get_at_start("/models")
         where = f"endpoint {self.base}"
         if response.status_code in (401, 403):
@@ -204,7 +209,24 @@ class OpenAIEndpointEngine:
         elif wanted not in models:
             raise PermanentError(f"{where} does not serve model {wanted!r} (it serves: "
                                  f"{', '.join(sorted(models)) or 'nothing'})")
-        return wanted, await self._server_version(models[wanted])
+        window = self._check_window(models[wanted], wanted)
+        return wanted, await self._server_version(models[wanted]), window
+
+    def _check_window(self, model: dict, name: str) -> int | None:
+        """The served model's context window when the server reports it (vLLM's model
+        list carries ``max_model_len``); smaller than the shards' window: refused now,
+        before any request (its longest prompts would be refused or cut one by one)."""
+        reported = model.get("max_model_len")
+        if isinstance(reported, bool) or not isinstance(reported, int) or reported < 1:
+            return None  # not said (SGLang, a gateway): the requests will tell
+        wanted = self.options.window
+        if wanted and reported < wanted:
+            raise PermanentError(
+                f"endpoint {self.base}: model {name!r} is served with max_model_len "
+                f"{reported}, smaller than the window the shards were cut for, {wanted} "
+                f"(--max-model-len): serve it with --max-model-len >= {wanted}, or restitch "
+                f"for {reported}")
+        return reported
 
     async def _get_at_start(self, path: str):
         """GET, waiting up to ``connect_wait_s`` for a server that is (re)starting."""

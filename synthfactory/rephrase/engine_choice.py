@@ -11,6 +11,11 @@ them: ``engine_core`` (``inprocess`` or ``multiprocess``: where vLLM's engine co
 docs/adr/0130) is one. The CPU build's KV-cache space is sized here too: float32 takes
 twice the bytes per token of bfloat16, so its space is doubled (memory allowing) to keep
 the tokens, and so the concurrency, that the bfloat16 default held.
+
+The context window: when the task knows the window its shards were cut for (rephrase's
+``--max-model-len``, which plan passes from prompts/shards.json), that window replaces
+the defaults' and a winner's ``max_model_len``; the user's ``--engine-args`` may set a
+larger one, never a smaller one (``check_window``; docs/rephrase.md, "One window").
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ log = logging.getLogger(__name__)
 CPU_ENGINE_DEFAULTS = {"max_model_len": 2048, "enforce_eager": True, "seed": 0}
 GPU_ENGINE_DEFAULTS = {"max_model_len": 4096, "seed": 0}
 
+MAX_MODEL_LEN = "max_model_len"
 ENGINE_CORE = "engine_core"
 ENGINE_CORE_MODES = ("inprocess", "multiprocess")
 OWN_ENGINE_KEYS = (ENGINE_CORE,)  # ours: never passed to vLLM
@@ -51,6 +57,23 @@ def check_own_args(args: dict, source: str) -> None:
     if core is not None and core not in ENGINE_CORE_MODES:
         raise PermanentError(f"{source}: {ENGINE_CORE}={json.dumps(core)}: expected one of "
                              f"{', '.join(ENGINE_CORE_MODES)}")
+
+
+def check_window(engine_args: dict, window: int | None, source: str) -> None:
+    """A ``max_model_len`` in ``engine_args`` (from ``source``) at least ``window``, the
+    context window the shards were cut for: stitch sized each prompt and its budget to
+    fit it, so a smaller engine window would refuse or cut rows the shard promised."""
+    if not window or MAX_MODEL_LEN not in engine_args:
+        return
+    given = engine_args[MAX_MODEL_LEN]
+    if isinstance(given, bool) or not isinstance(given, int):
+        raise PermanentError(f"{source}: {MAX_MODEL_LEN}={json.dumps(given)}: expected a "
+                             f"whole number of tokens (the shard's window is {window})")
+    if given < window:
+        raise PermanentError(
+            f"{source}: {MAX_MODEL_LEN} {given} is smaller than the window the shards were "
+            f"cut for, {window} (--max-model-len, stitch's max_model_len): give "
+            f"{MAX_MODEL_LEN} >= {window}, leave it out, or restitch for {given}")
 
 
 def hardware_defaults(hardware: Hardware) -> tuple[dict, str]:
@@ -88,11 +111,13 @@ def tuned_applies(tuned: dict | None, hardware: Hardware) -> tuple[dict, str]:
 
 
 def choose(hardware: Hardware, given: dict, tuned: dict | None = None,
-           model: str | None = None) -> EngineChoice:
-    """The engine's arguments: hardware defaults < a matching winner < ``given``."""
+           model: str | None = None, window: int | None = None) -> EngineChoice:
+    """The engine's arguments: hardware defaults < a matching winner < ``window`` (the
+    shards' context window, as ``max_model_len``) < ``given``."""
+    check_window(given, window, "--engine-args")
     defaults, reason = hardware_defaults(hardware)
     tuned_args, tuned_note = tuned_applies(tuned, hardware)
-    merged = {**defaults, **tuned_args, **given}
+    merged = with_window({**defaults, **tuned_args}, window) | given
     if "dtype" in given:
         reason = f"{merged['dtype']}: set by --engine-args"
     elif "dtype" in tuned_args:
@@ -101,7 +126,9 @@ def choose(hardware: Hardware, given: dict, tuned: dict | None = None,
     environment = {MP_ENV: "1" if core == "multiprocess" else "0"}
     record = {"hardware": hardware.record(), "dtype": merged.get("dtype"),
               "dtype_reason": reason, "tuned": tuned_note, "engine_core": core,
-              "engine_core_reason": core_reason}
+              "engine_core_reason": core_reason, MAX_MODEL_LEN: merged.get(MAX_MODEL_LEN),
+              "max_model_len_reason": _window_reason(merged.get(MAX_MODEL_LEN), given,
+                                                     tuned_args, window, hardware)}
     if hardware.device == "cpu":
         space, tokens, note = cpu_kv_space(str(merged.get("dtype")), model,
                                            int(merged.get("max_model_len", 0) or 0))
@@ -111,6 +138,24 @@ def choose(hardware: Hardware, given: dict, tuned: dict | None = None,
                        "kv_cache_tokens": tokens, "kv_cache_reason": note})
     return EngineChoice(args=merged, engine_core=core, environment=environment,
                         record=record)
+
+
+def with_window(args: dict, window: int | None) -> dict:
+    """``args`` with ``max_model_len`` = ``window`` (unchanged without a window)."""
+    return {**args, MAX_MODEL_LEN: window} if window else dict(args)
+
+
+def _window_reason(used: int | None, given: dict, tuned_args: dict, window: int | None,
+                   hardware: Hardware) -> str:
+    """Where the engine's window came from, in one line."""
+    cut = f"the shards were cut for {window}" if window else "no shard window given"
+    if MAX_MODEL_LEN in given:
+        return f"{used}: set by --engine-args ({cut})"
+    if window:
+        return f"{used}: the window the shards were cut for (--max-model-len)"
+    if MAX_MODEL_LEN in tuned_args:
+        return f"{used}: the sweep's winner ({cut})"
+    return f"{used}: the {'GPU' if hardware.device == 'cuda' else 'CPU'} default ({cut})"
 
 
 def _engine_core(asked: str | None, hardware: Hardware) -> tuple[str, str]:

@@ -47,6 +47,8 @@ class EngineSpec:
     served_model: str | None = None
     endpoint_retry_s: float = 600.0
     max_in_flight: int = 256
+    # the context window the shards were cut for (rephrase --max-model-len); None: unknown
+    window: int | None = None
 
     def build(self):
         if self.engine == "echo":
@@ -58,7 +60,8 @@ class EngineSpec:
         from synthfactory.rephrase.engines import VllmEngine
 
         try:
-            return VllmEngine(self.model, self.engine_args, self.sampling, tuned=self.tuned)
+            return VllmEngine(self.model, self.engine_args, self.sampling, tuned=self.tuned,
+                              window=self.window)
         except (ValueError, TypeError) as exc:  # vLLM's config checks, pydantic's too
             raise SynthfactoryError(
                 f"--model {self.model} with engine arguments {json.dumps(self.engine_args)}: "
@@ -77,7 +80,8 @@ class EngineSpec:
         options = EndpointOptions(url=self.endpoint, model=self.served_model,
                                   api_key=os.environ.get(ENDPOINT_API_KEY_ENV) or None,
                                   retry_s=self.endpoint_retry_s,
-                                  connect_wait_s=min(30.0, self.endpoint_retry_s))
+                                  connect_wait_s=min(30.0, self.endpoint_retry_s),
+                                  window=self.window)
         return OpenAIEndpointEngine(options, self.sampling, self.max_in_flight)
 
 

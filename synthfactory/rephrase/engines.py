@@ -72,13 +72,15 @@ class VllmEngine:
     checkpointed while the rest of the batch keeps running."""
 
     def __init__(self, model: str, engine_args: dict, sampling: dict, llm=None,
-                 tuned: dict | None = None):
+                 tuned: dict | None = None, window: int | None = None):
         """``engine_args``: the user's, which win; ``tuned``: the sweep's winner document
-        (applied only on the hardware it was measured on)."""
+        (applied only on the hardware it was measured on); ``window``: the context window
+        the shards were cut for, the engine's ``max_model_len`` unless ``engine_args``
+        set a larger one (engine_choice.check_window)."""
         cuda = has_cuda()
         if not cuda:
             configure_cpu_environment()
-        self.choice = choose(hardware.current(cuda), engine_args, tuned, model)
+        self.choice = choose(hardware.current(cuda), engine_args, tuned, model, window)
         _note_once(self.choice.record)
         os.environ.update(self.choice.environment)  # read by vLLM when the engine starts
         from vllm import LLM, SamplingParams

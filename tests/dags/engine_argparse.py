@@ -2,9 +2,10 @@
 
 One request per stdin line, one answer per stdout line (JSON), so one process serves a
 whole test module. Request: ``[{"task_id", "argv"}]``. Answer: ``{"errors": {task_id:
-[message]}, "plans": {task_id: [group]}}``; a ``plan`` argv that parses is also run, on a
-two-shard run folder of its own, and ``plans`` holds the groups it emits (the argv of the
-mapped rephrase and validate tasks).
+[message]}, "plans": {task_id: [group]}, "window": N}``; a ``plan`` argv that parses is
+also run, on a two-shard run folder of its own whose shards.json records the window N,
+and ``plans`` holds the groups it emits (the argv of the mapped rephrase and validate
+tasks).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from synthfactory.cli import COMMANDS, split_debug
 
 SHARDS = [{"name": f"shard-0000{i}", "rows": 8, "tokens": 4096} for i in range(2)]
+WINDOW = 3072  # the window its shards.json says stitch cut them for: plan passes it on
 
 
 class ArgvError(Exception):
@@ -74,7 +76,8 @@ def plan_groups(args: argparse.Namespace, tmp: Path) -> list[dict]:
     run = tmp / f"run-{len(list(tmp.iterdir()))}"
     (run / "prompts").mkdir(parents=True)
     shards = [{**s, "url": f"{run.as_uri()}/prompts/{s['name']}.parquet"} for s in SHARDS]
-    (run / "prompts" / "shards.json").write_text(json.dumps({"shards": shards}))
+    (run / "prompts" / "shards.json").write_text(json.dumps({"shards": shards,
+                                                             "max_model_len": WINDOW}))
     args.run = run.as_uri()
     return importlib.import_module(COMMANDS["plan"][0]).run(args)
 
@@ -88,7 +91,7 @@ def answer(request: list[dict], tmp: Path) -> dict:
             errors[entry["task_id"]] = found
         elif entry["argv"][0] == "plan":
             plans[entry["task_id"]] = plan_groups(args, tmp)
-    return {"errors": errors, "plans": plans}
+    return {"errors": errors, "plans": plans, "window": WINDOW}
 
 
 def main() -> None:

@@ -216,6 +216,27 @@ def test_a_misspelled_flag_fails_naming_the_task_and_the_flag(engine, dags, mode
     assert any(line.startswith(failing) for line in lines), lines
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_every_rephrase_runs_in_the_window_its_shards_were_cut_for(engine, dags, mode):
+    """One window from stitch to the engine: plan reads it from shards.json (the parser's
+    run folder records its own window) into every rephrase argv, kuberay's entrypoint's
+    too."""
+    dag = dags[mode]["synthetic_rephrase"]
+    params, now, later = step_argvs(dag, {})
+    answer = engine.parse([{"task_id": t, "argv": a} for t, a in now])
+    plan, window = answer["plans"]["plan_shards"], answer["window"]
+    argvs = []
+    for task in later:
+        if hasattr(task, "build_manifest"):
+            argvs.append(rendered(task, context(dag, params, plan)))
+        elif task.task_id.endswith("rephrase"):
+            argvs += [argv for _, argv in planned(task, dag, params, plan)]
+    assert len(argvs) == (1 if mode == "kuberay" else len(plan)) >= 1
+    for argv in argvs:
+        assert argv[0] == "rephrase" and argv.count("--max-model-len") == 1, argv
+        assert argv[argv.index("--max-model-len") + 1] == str(window), argv
+
+
 def test_templates_url_reaches_stitch_and_null_means_the_shipped_ones(dags):
     dag = dags["local"]["synthetic_rephrase"]
     stitch = dag.get_task("stitch_prompts")

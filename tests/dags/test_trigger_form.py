@@ -162,11 +162,20 @@ def test_defaults_pass_the_rules(dag):
     ({"templates": ["qa", "faq"], "styles_per_doc": 3}, "styles_per_doc=3: more than the 2"),
     ({"templates": ["qa", "qa"], "styles_per_doc": 2}, "styles_per_doc=2: more than the 1"),
     ({"shard_tokens": 2048, "max_model_len": 4096}, "shard_tokens=2048: below max_model_len"),
+    # one window: the engine's may be larger than stitch's, never smaller (rephrase fails)
+    ({"engine_args": {"max_model_len": 1024}}, "engine_args max_model_len=1024: below "
+                                               "max_model_len=2048"),
 ])
 def test_rules_between_fields_name_the_field(dag, change, named):
     params = {**_defaults(dag), **change}
     (problem,) = problems(params, change, dag.params.keys())
     assert named in problem
+
+
+def test_an_engine_window_at_least_stitchs_passes(dag):
+    for window in (2048, 4096):
+        change = {"engine_args": {"max_model_len": window}}
+        assert problems({**_defaults(dag), **change}, change, dag.params.keys()) == []
 
 
 def test_an_unknown_conf_key_is_named_with_the_closest_param(dag):

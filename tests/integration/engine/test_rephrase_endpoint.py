@@ -2,7 +2,8 @@
 .venv-worker, serving the embedded model on 127.0.0.1, with an API key): commits
 exactly once through 429/503 answers, a server killed mid-shard and restarted, and a
 server that never comes back; a refused request is quarantined with the server's
-message; a wrong model or key gets one line naming the endpoint; the key never shows.
+message; a wrong model or key, or a served window smaller than the shards', gets one line
+naming the endpoint; the key never shows.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def test_commits_through_429_and_503_answers_exactly_once_with_the_served_model(
     assert commit["engine_args"]["engine"] == "openai"
     assert commit["engine_args"]["server"].startswith("vllm 0.")
     assert commit["engine_args"]["endpoint"] == proxy.url + "/v1"
+    assert commit["engine_args"]["max_model_len"] == MAX_MODEL_LEN  # the server says it
     assert commit["device"] == "endpoint" and commit["output_tokens"] > 0
     texts = pa.concat_tables([storage.read_table(f"file://{run}/generated/shard-00000/"
                                                  f"{p['name']}") for p in commit["parts"]])
@@ -220,6 +222,10 @@ def test_request_over_the_context_is_quarantined_with_the_servers_message(server
     (["--served-model", "no-such-model"], API_KEY,
      f"does not serve model 'no-such-model' (it serves: {SERVED_NAME})"),
     ([], None, ": 401 ("),
+    # one window: vLLM's model list says the served window, smaller than the shards'
+    (["--max-model-len", str(2 * MAX_MODEL_LEN)], API_KEY,
+     f"model '{SERVED_NAME}' is served with max_model_len {MAX_MODEL_LEN}, smaller than the "
+     f"window the shards were cut for, {2 * MAX_MODEL_LEN}"),
 ])
 def test_wrong_model_or_missing_key_is_one_line_naming_the_endpoint(server, tmp_path, extra,
                                                                      key, expected):

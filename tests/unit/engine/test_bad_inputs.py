@@ -180,6 +180,15 @@ CASES = [
     Case("rephrase-checkpoint-rows-0", 2,
          ["rephrase", "--shard", "{shard}", "--checkpoint-rows", "0"],
          ("argument --checkpoint-rows", "must be at least 1, got 0")),
+    # one window (docs/adr/0133): refused before any engine starts
+    Case("rephrase-engine-window-below-the-shards", 3,
+         ["rephrase", "--shard", "{shard}", "--max-model-len", "2048", "--engine-args",
+          '{{"max_model_len": 1024}}'],
+         ("--engine-args", "max_model_len 1024",
+          "smaller than the window the shards were cut for, 2048")),
+    Case("plan-max-model-len-after-dashes", 3,
+         ["plan", "--run", "{run}", "--max-groups", "2", "--", "--max-model-len", "1024"],
+         ("--max-model-len after --", "prompts/shards.json", "restitch")),
     # validate
     Case("validate-not-a-shard-name", 3, ["validate", "--shard", "{not_a_shard}"],
          ("--shard", "prompts.parquet", "not a prompt shard name")),
