@@ -72,6 +72,9 @@ $(AIRFLOW_HOME)/airflow.db: .venv/.ok
 # Before Airflow starts (demo and standalone): runs an interrupted demo left `running` are
 # marked failed, one line each, and the gpu pool of the GPU steps exists (docs/adr/0127).
 LOCAL_AIRFLOW := .venv/bin/python scripts/local_airflow.py
+# The terminal gets each task's start and end and the rephrase progress (every 10 s a
+# shard, the worker's progress period); every line of `dags test` goes to DEMO_LOG.
+PROGRESS := .venv/bin/python scripts/demo_progress.py
 DEMO_LOG = $(SYNTHFACTORY_HOME)/var/demo-dag.log
 DEMO_RUN = $(AIRFLOW_HOME)/demo-run.json
 
@@ -80,17 +83,22 @@ DEMO_RUN = $(AIRFLOW_HOME)/demo-run.json
 # `dags test` runs in the background, ignoring INT (as every background job) and HUP, so
 # that the trap decides, with the process tree still there to stop (2>/dev/null: bash's
 # own "Killed" notice of the job it stopped; the script's errors still show, on fd 3).
+# Its output reaches the log through a FIFO and scripts/demo_progress.py (a pipe would
+# make $$! the filter's pid, not dags test's); the trap stops the filter too.
 demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 	@$(LOCAL_AIRFLOW) prepare
 	@start=$$(date +%s); logical=$(RUN_AFTER)T$$(date -u +%T)+00:00; \
-	trap '' HUP; \
-	$(AIRFLOW) dags test synthetic_rephrase $$logical > $(DEMO_LOG) 2>&1 & pid=$$!; \
+	trap '' HUP; fifo=$$(mktemp -u /tmp/synthfactory-demo.XXXXXX); mkfifo $$fifo; \
+	$(PROGRESS) $(DEMO_LOG) < $$fifo & fpid=$$!; \
+	SYNTHFACTORY_PROGRESS_SECONDS=10 $(AIRFLOW) dags test synthetic_rephrase $$logical \
+	  > $$fifo 2>&1 & pid=$$!; \
 	trap '{ $(LOCAL_AIRFLOW) interrupted --pid $$pid --logical-date $$logical 2>&3; } 3>&2 2>/dev/null; \
-	      rm -f $(DEMO_RUN); exit 130' INT TERM HUP; \
+	      kill $$fpid; rm -f $(DEMO_RUN) $$fifo; exit 130' INT TERM HUP; \
 	printf '{"pid": %s, "logical_date": "%s", "by": "make demo"}\n' $$pid $$logical > $(DEMO_RUN); \
-	wait $$pid || { rm -f $(DEMO_RUN); tail -n 60 $(DEMO_LOG); \
+	echo "DAG run started: a line as each task starts and ends, the full log in $(DEMO_LOG)"; \
+	wait $$pid || { wait $$fpid; rm -f $(DEMO_RUN) $$fifo; tail -n 60 $(DEMO_LOG); \
 	                echo "DAG run failed: see $(DEMO_LOG)"; exit 1; }; \
-	trap - INT TERM HUP; rm -f $(DEMO_RUN); \
+	wait $$fpid; trap - INT TERM HUP; rm -f $(DEMO_RUN) $$fifo; \
 	.venv-worker/bin/python -m synthfactory.demo_summary \
 	  --run file://$(SYNTHFACTORY_HOME)/var/data/synthetic_rephrase/$(DEMO_DATE) \
 	  --catalog-uri sqlite:///$(SYNTHFACTORY_HOME)/var/catalog/catalog.db \
