@@ -33,7 +33,7 @@ export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
 export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
 .PHONY: setup demo test lint corpus model clean-demo standalone browser kube-control-plane \
-        test-prerequisites setup-and-browser check-gpu-image check
+        test-prerequisites setup-and-browser check-gpu-image check prometheus
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
 
@@ -126,7 +126,7 @@ test:
 
 test-prerequisites: kube-control-plane setup-and-browser
 setup-and-browser:
-	@$(MAKE) --no-print-directory -j1 setup browser
+	@$(MAKE) --no-print-directory -j1 setup browser prometheus
 
 # A real Kubernetes control plane (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager 1.20.2) for the kubernetes_e2e tests, built once per machine from
@@ -140,6 +140,15 @@ browser: /usr/bin/chromium
 /usr/bin/chromium:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+# Debian's Pushgateway, which the metrics test pushes to (docs/metrics.md): the test starts
+# its own on 127.0.0.1 on a free port.
+prometheus: /usr/bin/prometheus-pushgateway
+/usr/bin/prometheus-pushgateway:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	  prometheus-pushgateway \
+	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	       --no-install-recommends prometheus-pushgateway; }
 
 # The GPU image's pins resolved together on PyPI (pip --dry-run, metadata only, ~2 min):
 # run when a pin in docker/worker-gpu.Dockerfile changes. Not in `make test`, whose

@@ -18,11 +18,21 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from synthfactory.contract import RESULT_FILE_ENV
+from synthfactory.contract import METRIC_LABEL_ENV, RESULT_FILE_ENV
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
 from synthfactory_airflow.operators.lineage import StepLineageMixin
 from synthfactory_airflow.operators.results import attach_to_outlets
 from synthfactory_airflow.operators.step_env import step_environment
+
+
+def metric_labels(context: Any) -> dict[str, str]:
+    """The step's Prometheus labels (synthfactory/metrics.py) from its task instance."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    if ti is None:
+        return {}
+    values = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task": ti.task_id,
+              "map_index": ti.map_index}
+    return {name: str(values[label]) for label, name in METRIC_LABEL_ENV.items()}
 
 
 class StepFailed(RuntimeError):
@@ -58,7 +68,7 @@ class LocalStepOperator(StepLineageMixin, BaseOperator):
         with tempfile.TemporaryDirectory(prefix="synthfactory-step-") as tmp:
             result_file = Path(tmp) / "result.json"
             env = {**step_environment(os.environ), **self._aws_env(), **self._catalog_env(),
-                   **self._endpoint_env(),
+                   **self._endpoint_env(), **metric_labels(context),
                    **self.env_vars, RESULT_FILE_ENV: str(result_file)}
             self.log.info("running %s", " ".join(argv))
             self._process = subprocess.Popen(

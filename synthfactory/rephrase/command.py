@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from synthfactory.cli_types import (
     probability,
 )
 from synthfactory.errors import PermanentError
+from synthfactory.metrics import RephraseMetrics, step_labels
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
 from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, read_tuned
@@ -141,7 +143,13 @@ def run(args: argparse.Namespace) -> dict:
                 engine = spec.build()
             return engine
 
-        results = [rephrase_shard(url, args.out, shared_engine, options) for url in shards]
+        metrics = RephraseMetrics(step_labels(model))
+        metrics.start_pushing()  # when SYNTHFACTORY_PUSHGATEWAY names one
+        try:
+            local = dataclasses.replace(options, metrics=metrics)
+            results = [rephrase_shard(url, args.out, shared_engine, local) for url in shards]
+        finally:
+            metrics.close()
     ran = [r for r in results if r["status"] == "committed"]  # not an earlier try's commits
     generation_s = sum(r["generation_s"] for r in ran)
     output_tokens = sum(r["output_tokens"] for r in ran)

@@ -14,7 +14,8 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -33,6 +34,9 @@ from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 from synthfactory.rephrase.progress import Progress
 from synthfactory.rephrase.set_aside import set_aside
 
+if TYPE_CHECKING:
+    from synthfactory.metrics import RephraseMetrics
+
 log = logging.getLogger(__name__)
 
 PROMPT_COLUMNS = ["id", "template_id", "template_version", "system", "user"]
@@ -45,6 +49,9 @@ class WorkerOptions:
     max_in_flight: int = 256
     sampling: dict | None = None
     per_row_budgets: bool = False  # each row's max_new_tokens column caps its generation
+    # the task's Prometheus metrics (synthfactory/metrics.py); in-process runs only: a
+    # registry does not travel to Ray actors
+    metrics: RephraseMetrics | None = field(default=None, compare=False, repr=False)
 
 
 def shard_paths(shard_url: str, run_url: str | None) -> tuple[str, str, str]:
@@ -74,6 +81,8 @@ def rephrase_shard(
     if committed is not None:
         if committed.get("prompt_checksum") == checksum:
             log.info("%s is committed from these prompts: nothing to do", name)
+            if options.metrics:
+                options.metrics.planned(prompts.num_rows, prompts.num_rows)
             return {**_summary(committed), "status": "already committed"}
         set_aside_to = set_aside(
             run_url or run_url_of_shard(shard_url), name, out_url, quarantine_url,
@@ -87,6 +96,8 @@ def rephrase_shard(
         parts = ShardParts.scan(out_url, quarantine_url, rows_in, checksum)
     done = parts.done_rows
     pending = [r for r in range(rows_in) if r not in done]
+    if options.metrics:
+        options.metrics.planned(rows_in, rows_in - len(pending))
     log.info("%s: %d rows, %d already in %d part(s), %d to generate",
              name, rows_in, len(done), len(parts.parts), len(pending))
     spans, the_engine = Spans(started), None
@@ -94,6 +105,8 @@ def rephrase_shard(
         asked = time.monotonic()
         the_engine = engine()  # the task's first shard waits for its engine to start
         spans.startup = (asked, time.monotonic())
+        if options.metrics:
+            options.metrics.engine_started(spans.startup[1] - spans.startup[0])
         _generate(prompts, pending, the_engine, parts, options, name)
         spans.generation = (spans.startup[1], time.monotonic())
     parts.check_no_rival()
@@ -120,6 +133,7 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     finished: list[dict] = []  # rows in completion order, generated or quarantined
     settled: set[int] = set()  # rows already in `finished`: an engine may answer twice
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
+    metrics = options.metrics
     model = served_model(engine, options)
     cursor = 0
     while cursor < len(pending) or engine.in_flight():
@@ -134,6 +148,8 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
                 settled.add(row)
                 finished.append({"row": row, "reason": "engine rejected the request: "
                                  + engine.rejections.get(row, "unknown")})
+                if metrics:
+                    metrics.row(quarantined="engine rejected the request")
         try:
             completions = engine.poll()
         except SynthfactoryError:
@@ -158,6 +174,12 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             else:
                 finished.append({"row": c.row, "reason": "empty output"})
             progress.update(1, c.output_tokens)
+            if metrics:
+                metrics.row(c.output_tokens or 0, c.prompt_tokens or 0,
+                            quarantined=("engine rejected the request" if c.rejection
+                                         else None if c.text.strip() else "empty output"))
+        if metrics:
+            metrics.engine(engine.in_flight(), progress.rate())
         while len(finished) >= options.checkpoint_rows:
             batch, finished = finished[:options.checkpoint_rows], finished[options.checkpoint_rows:]
             _flush(batch, parts, ids, templates, versions, model)

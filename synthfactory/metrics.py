@@ -1,0 +1,147 @@
+"""Prometheus metrics of a running step, pushed to a Pushgateway while it runs.
+
+Names start with ``synthfactory_``. Labels are kept to a budget: ``dag_id``, ``run_id``,
+``task``, ``map_index`` (the shard group), ``host`` and ``model``; never a row, a shard
+name or a reason with free text (quarantine reasons are the fixed vocabularies'). A
+step learns its Airflow labels from the environment its runner sets (``LABEL_ENV``);
+run by hand, they are empty strings.
+
+A step pushes only when ``SYNTHFACTORY_PUSHGATEWAY`` names a Pushgateway (``host:port``
+or a URL): every ``PUSH_SECONDS`` while it runs, and once at its end, under the grouping
+key ``job=synthfactory`` + the labels above but ``model`` (so two steps never overwrite
+each other's group). docs/metrics.md lists the metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, push_to_gateway
+
+from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
+from synthfactory.contract import PUSHGATEWAY_ENV
+
+log = logging.getLogger(__name__)
+
+PREFIX = "synthfactory_"
+JOB = "synthfactory"
+PUSH_SECONDS = 15.0  # the alert on a stale group expects a push at least this often
+PUSH_SECONDS_ENV = "SYNTHFACTORY_PUSH_SECONDS"  # shorter, for tests and demos
+LABELS = (*LABEL_ENV, "host", "model")
+
+
+def step_labels(model: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    return {**{label: environ.get(name, "") for label, name in LABEL_ENV.items()},
+            "host": socket.gethostname(), "model": os.path.basename(model.rstrip("/"))}
+
+
+class RephraseMetrics:
+    """What one rephrase task exports: rows, tokens, rate, requests in flight, engine
+    start-up and quarantined rows by reason."""
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        self.labels = dict(labels)
+        self.registry = CollectorRegistry()
+        names = list(self.labels)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(PREFIX + name, doc, names, registry=self.registry).labels(**self.labels)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(PREFIX + name, doc, names, registry=self.registry).labels(
+                **self.labels)
+
+        self.rows_planned = gauge("rephrase_rows_planned", "prompt rows of the task's shards")
+        self.rows_done = gauge("rephrase_rows_done", "rows generated or quarantined so far")
+        self.output_tokens = counter("rephrase_output_tokens", "output tokens generated")
+        self.prompt_tokens = counter("rephrase_prompt_tokens", "prompt tokens sent")
+        self.tokens_per_second = gauge("rephrase_tokens_per_second",
+                                       "output tokens/s since the shard started")
+        self.in_flight = gauge("rephrase_requests_in_flight", "requests in the engine")
+        self.engine_startup = gauge("rephrase_engine_startup_seconds",
+                                    "seconds the engine took to start")
+        self._quarantined = Counter(PREFIX + "rephrase_quarantined_rows",
+                                    "rows quarantined, by reason", [*names, "reason"],
+                                    registry=self.registry)
+        self._pusher: Pusher | None = None
+        self._startup_s = 0.0
+
+    def planned(self, rows: int, done: int) -> None:
+        """A shard of ``rows`` rows, ``done`` of them already (committed or resumed)."""
+        self.rows_planned.inc(rows)
+        self.rows_done.inc(done)
+
+    def row(self, output_tokens: int = 0, prompt_tokens: int = 0,
+            quarantined: str | None = None) -> None:
+        """One row finished: generated, or quarantined for ``quarantined`` (a fixed
+        reason, never the engine's free text)."""
+        self.rows_done.inc()
+        self.output_tokens.inc(output_tokens)
+        self.prompt_tokens.inc(prompt_tokens)
+        if quarantined is not None:
+            self._quarantined.labels(**self.labels, reason=quarantined).inc()
+
+    def engine(self, in_flight: int, tokens_per_second: float) -> None:
+        self.in_flight.set(in_flight)
+        self.tokens_per_second.set(tokens_per_second)
+
+    def engine_started(self, seconds: float) -> None:
+        """The engine's start-up; a later shard's wait for the running engine is not one."""
+        if seconds > self._startup_s:
+            self._startup_s = seconds
+            self.engine_startup.set(seconds)
+
+    def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
+        """Push every PUSH_SECONDS from now on, if a Pushgateway is configured."""
+        gateway = (os.environ if environ is None else environ).get(PUSHGATEWAY_ENV)
+        if gateway and self._pusher is None:
+            key = {k: v for k, v in self.labels.items() if k != "model"}
+            period = float((os.environ if environ is None else environ).get(
+                PUSH_SECONDS_ENV, PUSH_SECONDS))
+            self._pusher = Pusher(gateway, self.registry, key, min(period, PUSH_SECONDS))
+            self._pusher.start()
+
+    def close(self) -> None:
+        """The last push (the figures at the end of the task)."""
+        if self._pusher is not None:
+            self._pusher.stop()
+            self._pusher = None
+
+
+class Pusher(threading.Thread):
+    """Pushes a registry every ``period`` seconds and once more on stop. A Pushgateway
+    that does not answer costs a log line, never the task."""
+
+    def __init__(self, gateway: str, registry: CollectorRegistry,
+                 grouping_key: Mapping[str, str], period: float = PUSH_SECONDS) -> None:
+        super().__init__(name="synthfactory-metrics-push", daemon=True)
+        self.gateway, self.registry = gateway, registry
+        self.grouping_key = dict(grouping_key)
+        self.period = period
+        self._done = threading.Event()
+        self._warned = False
+
+    def push(self) -> None:
+        try:
+            push_to_gateway(self.gateway, job=JOB, registry=self.registry,
+                            grouping_key=self.grouping_key, timeout=5)
+        except OSError as exc:
+            if not self._warned:
+                log.warning("metrics: the Pushgateway at %s did not take them (%s); the "
+                            "task goes on", self.gateway, exc)
+                self._warned = True
+
+    def run(self) -> None:
+        self.push()
+        while not self._done.wait(self.period):
+            self.push()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=10)
+        self.push()
