@@ -5,7 +5,9 @@ copy of the run's rows."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -15,6 +17,7 @@ import pytest
 
 from tests.support.dag_run import task_states
 from tests.support.paths import MODEL, WORKER
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.skipif(
     not (WORKER.exists() and (MODEL / "config.json").exists()),
@@ -120,3 +123,20 @@ def test_a_failed_or_missing_task_is_seen_in_the_metadata_database(dag_run, tmp_
         conn.commit()
     assert _not_succeeded(task_states(db)) == {"shard.rephrase[1]": "failed",
                                                "write_report": "missing"}
+
+
+def test_make_demos_terminal_lines_over_a_real_dags_test_output(dag_run):
+    """scripts/demo_progress.py over this run's `dags test` output, as `make demo` pipes
+    it: a started and a done line for every task instance, none FAILED, and the
+    rephrase progress of the shards."""
+    follow = load_script("demo_progress").follow
+    out = io.StringIO()
+    output = dag_run.first.stdout + dag_run.first.stderr
+    failed = follow(io.StringIO(output), io.StringIO(), out, every=10.0)
+    shown = [line.split("  ", 1)[1] for line in out.getvalue().splitlines()]
+    assert failed == 0
+    for task in dag_run.first_states:
+        assert f"{task} started" in shown, shown
+        assert any(line.startswith(f"{task} done in ") for line in shown), shown
+    assert any(re.fullmatch(r"  shard-\d{5}: \d+/\d+ rows, \d+ output tokens/s, ETA \d+s", line)
+               for line in shown), shown
