@@ -141,14 +141,15 @@ browser: /usr/bin/chromium
 	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
-# Debian's Pushgateway, which the metrics test pushes to (docs/metrics.md): the test starts
-# its own on 127.0.0.1 on a free port.
-prometheus: /usr/bin/prometheus-pushgateway
-/usr/bin/prometheus-pushgateway:
+# Debian's Pushgateway, which the metrics test pushes to, and promtool (package
+# prometheus), which checks and unit-tests the alerting rules (docs/metrics.md). The tests
+# start what they need on 127.0.0.1; nothing here is used as a service.
+prometheus: /usr/bin/prometheus-pushgateway /usr/bin/promtool
+/usr/bin/prometheus-pushgateway /usr/bin/promtool:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-	  prometheus-pushgateway \
+	  prometheus prometheus-pushgateway \
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	       --no-install-recommends prometheus-pushgateway; }
+	       --no-install-recommends prometheus prometheus-pushgateway; }
 
 # The GPU image's pins resolved together on PyPI (pip --dry-run, metadata only, ~2 min):
 # run when a pin in docker/worker-gpu.Dockerfile changes. Not in `make test`, whose

@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from synthfactory.contract import METRIC_LABEL_ENV, RESULT_FILE_ENV
+from synthfactory.contract import METRIC_LABEL_ENV, RESULT_FILE_ENV, TRY_NUMBER_ENV
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
 from synthfactory_airflow.operators.lineage import StepLineageMixin
 from synthfactory_airflow.operators.results import attach_to_outlets
@@ -26,13 +26,15 @@ from synthfactory_airflow.operators.step_env import step_environment
 
 
 def metric_labels(context: Any) -> dict[str, str]:
-    """The step's Prometheus labels (synthfactory/metrics.py) from its task instance."""
+    """The step's Prometheus labels (synthfactory/metrics.py) from its task instance, and
+    its attempt (a metric's value: the retries alert)."""
     ti = context.get("ti") if hasattr(context, "get") else None
     if ti is None:
         return {}
     values = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task": ti.task_id,
               "map_index": ti.map_index}
-    return {name: str(values[label]) for label, name in METRIC_LABEL_ENV.items()}
+    return {**{name: str(values[label]) for label, name in METRIC_LABEL_ENV.items()},
+            TRY_NUMBER_ENV: str(ti.try_number)}
 
 
 class StepFailed(RuntimeError):

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, push_to_gateway
 
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
-from synthfactory.contract import PUSHGATEWAY_ENV
+from synthfactory.contract import PUSHGATEWAY_ENV, TRY_NUMBER_ENV
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,9 @@ PREFIX = "synthfactory_"
 JOB = "synthfactory"
 PUSH_SECONDS = 15.0  # the alert on a stale group expects a push at least this often
 PUSH_SECONDS_ENV = "SYNTHFACTORY_PUSH_SECONDS"  # shorter, for tests and demos
+# the rate a GPU step should reach (a sweep's or `estimate`'s figure): the slow-step
+# alert compares against it (deploy/prometheus/synthfactory-rules.yml)
+EXPECTED_RATE_ENV = "SYNTHFACTORY_EXPECTED_TOKENS_PER_S"
 LABELS = (*LABEL_ENV, "host", "model")
 
 
@@ -44,7 +47,9 @@ class RephraseMetrics:
     """What one rephrase task exports: rows, tokens, rate, requests in flight, engine
     start-up and quarantined rows by reason."""
 
-    def __init__(self, labels: Mapping[str, str]) -> None:
+    def __init__(self, labels: Mapping[str, str],
+                 environ: Mapping[str, str] | None = None) -> None:
+        environ = os.environ if environ is None else environ
         self.labels = dict(labels)
         self.registry = CollectorRegistry()
         names = list(self.labels)
@@ -68,8 +73,18 @@ class RephraseMetrics:
         self._quarantined = Counter(PREFIX + "rephrase_quarantined_rows",
                                     "rows quarantined, by reason", [*names, "reason"],
                                     registry=self.registry)
+        self.last_checkpoint = gauge("rephrase_last_checkpoint_timestamp_seconds",
+                                     "when the task last saved a part (or started)")
+        self.expected_rate = gauge("rephrase_expected_tokens_per_second",
+                                   f"the rate this step should reach (${EXPECTED_RATE_ENV})")
+        self.try_number = gauge("task_try_number", "the task's attempt (1 = first)")
         self._pusher: Pusher | None = None
         self._startup_s = 0.0
+        self.last_checkpoint.set_to_current_time()  # a hung start counts as a stall too
+        if environ.get(EXPECTED_RATE_ENV):
+            self.expected_rate.set(float(environ[EXPECTED_RATE_ENV]))
+        if environ.get(TRY_NUMBER_ENV, "").isdigit():
+            self.try_number.set(int(environ[TRY_NUMBER_ENV]))
 
     def planned(self, rows: int, done: int) -> None:
         """A shard of ``rows`` rows, ``done`` of them already (committed or resumed)."""
@@ -85,6 +100,9 @@ class RephraseMetrics:
         self.prompt_tokens.inc(prompt_tokens)
         if quarantined is not None:
             self._quarantined.labels(**self.labels, reason=quarantined).inc()
+
+    def checkpointed(self) -> None:
+        self.last_checkpoint.set_to_current_time()
 
     def engine(self, in_flight: int, tokens_per_second: float) -> None:
         self.in_flight.set(in_flight)

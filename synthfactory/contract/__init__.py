@@ -42,6 +42,7 @@ from synthfactory.contract.names import (
     PUSHGATEWAY_ENV,
     RESULT_FILE_ENV,
     STYLES,
+    TRY_NUMBER_ENV,
 )
 from synthfactory.contract.report_figures import (
     build_report,
@@ -87,7 +88,7 @@ __all__ = [
     "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "GPU_HOUR_USD_ENV", "HOME_ENV",
     "METRIC_LABEL_ENV", "NOT_RETRYABLE", "NO_PASSWORD_PATTERN", "PAUSE_AT_ENV",
     "PAUSE_MARKER_ENV", "PAUSE_RELEASE_ENV", "PROGRESS_SECONDS_ENV", "PUSHGATEWAY_ENV",
-    "RESULT_FILE_ENV", "STYLES", "CommitPart",
+    "RESULT_FILE_ENV", "STYLES", "TRY_NUMBER_ENV", "CommitPart",
     "CommitTimings", "CommittedJson", "LengthStats", "ManifestSummary", "PlanGroup",
     "QualityCounts", "QuarantinePart", "ReportCost", "ReportExample", "ReportJson", "ReportLengths",
     "ReportManifest", "ReportPrompts", "ReportQuality", "ReportRejectedExample",

@@ -26,6 +26,7 @@ PROGRESS_SECONDS_ENV = "SYNTHFACTORY_PROGRESS_SECONDS"  # rephrase's progress lo
 METRIC_LABEL_ENV = {"dag_id": "SYNTHFACTORY_DAG_ID", "run_id": "SYNTHFACTORY_RUN_ID",
                     "task": "SYNTHFACTORY_TASK_ID", "map_index": "SYNTHFACTORY_MAP_INDEX"}
 PUSHGATEWAY_ENV = "SYNTHFACTORY_PUSHGATEWAY"  # host:port or URL: where steps push metrics
+TRY_NUMBER_ENV = "SYNTHFACTORY_TRY_NUMBER"  # the task's attempt, a metric's value (not a label)
 PAUSE_AT_ENV = "SYNTHFACTORY_PAUSE_AT"  # fault tests: stop at a named point...
 PAUSE_MARKER_ENV = "SYNTHFACTORY_PAUSE_MARKER"  # ...announce it in this file...
 PAUSE_RELEASE_ENV = "SYNTHFACTORY_PAUSE_RELEASE"  # ...and wait for this one

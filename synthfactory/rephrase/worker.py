@@ -183,8 +183,12 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
         while len(finished) >= options.checkpoint_rows:
             batch, finished = finished[:options.checkpoint_rows], finished[options.checkpoint_rows:]
             _flush(batch, parts, ids, templates, versions, model)
+            if metrics:
+                metrics.checkpointed()
     if finished:
         _flush(finished, parts, ids, templates, versions, model)
+        if metrics:
+            metrics.checkpointed()
     progress.close()
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from synthfactory.contract import METRIC_LABEL_ENV
+from tests.support.binaries import required_binary
 from tests.support.ports import free_port
 from tests.support.shards import write_prompt_shard
 
@@ -28,12 +28,7 @@ LABELS = {"dag_id": "synthetic_rephrase", "run_id": "manual__2026-12-04T10:00:00
 
 @pytest.fixture(scope="module")
 def pushgateway():
-    binary = shutil.which("prometheus-pushgateway")
-    if binary is None:
-        why = "prometheus-pushgateway is not installed (make test installs Debian's)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
+    binary = required_binary("prometheus-pushgateway", "prometheus-pushgateway")
     port = free_port()
     proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

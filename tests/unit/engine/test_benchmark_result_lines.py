@@ -24,7 +24,8 @@ NAMED = {"capacity.py": "capacity", "crawl.py": "crawl", "endpoint.py": "endpoin
          "orchestration.py": "orchestration", "quality.py": "quality_gate",
          "rephrase.py": "rephrase", "stitch.py": "stitch",
          "stitch_cluster.py": "stitch_cluster", "sweep.py": "sweep",
-         "engine_defaults.py": "engine_defaults", "engine_core.py": "engine_core"}
+         "engine_defaults.py": "engine_defaults", "engine_core.py": "engine_core",
+         "metrics_overhead.py": "metrics_overhead"}
 # The lines whose format puts isa= first ("RESULT engine_defaults isa=... ...", as
 # docs/rephrase.md records them): they pass isa_first=True; every other keeps it last.
 ISA_FIRST = {"engine_defaults.py"}
