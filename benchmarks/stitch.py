@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import print_machine, result_line  # noqa: E402
 from stitch_baseline import read_prompts, stitch_baseline  # noqa: E402
 
+from synthfactory.contract import reason_kind  # noqa: E402
 from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.layout import RunLayout  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
@@ -164,7 +166,11 @@ def _prompt_table(prompts_dir: str) -> pa.Table:
     types = {"template_version": pa.int64(), "max_new_tokens": pa.int64(),
              "prompt_tokens": pa.int64()}
     table = table.select(["id", "template_id", "template_version", "style", "system", "user",
-                          "prompt_tokens", "max_new_tokens", "shard"])
+                          "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index",
+                          "chunk_count", "title", "heading_path", "shard"])
+    paths = pc.binary_join(table.column("heading_path"), " > ")  # a list: compared as text
+    table = table.set_column(table.schema.get_field_index("heading_path"), "heading_path", paths)
+    types.update(chunk_index=pa.int64(), chunk_count=pa.int64())
     table = pa.table({c: table.column(c).cast(types.get(c, pa.string()))
                       for c in table.column_names})
     return table.sort_by([("id", "ascending"), ("template_id", "ascending")])
@@ -209,17 +215,17 @@ def compare(spark_run: str, base_run: str, spark_plan: dict, base_plan: dict) ->
         problems.append("quarantine rows differ")
     if spark_plan["quarantine_reasons"] != base_plan["quarantine_reasons"]:
         problems.append("quarantine reason counts differ")
-    for key in ("rows_in", "prompt_rows", "quarantined"):
+    for key in ("rows_in", "prompt_rows", "quarantined", "chunked_documents", "chunks"):
         if spark_plan[key] != base_plan[key]:
             problems.append(f"{key}: spark {spark_plan[key]} baseline {base_plan[key]}")
     return problems
 
 
 def _reasons(reasons: dict[str, int]) -> dict[str, int]:
-    """Reason counts with the too-long ones (one text per token count) added up."""
+    """Reason counts with the length ones (one text per token count) added up."""
     out: Counter = Counter()
     for reason, count in reasons.items():
-        out["too long for the context window" if reason.startswith("too long") else reason] += count
+        out[reason_kind(reason) if "context window" in reason else reason] += count
     return dict(sorted(out.items()))
 
 

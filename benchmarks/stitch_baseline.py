@@ -5,10 +5,13 @@ Written independently of the job (not imported from it) so that agreeing outputs
 something: the same files read, the same quarantine reasons, the same K styles per
 document (Spark's xxhash64 of (id, seed, template_id) reproduced with numpy), the same
 token estimates (``tokenizers`` encode_batch on 10,000-row batches, as Arrow hands the
-pandas UDF), the same too-long rule, the same shard cut (floor(tokens before row /
-budget) over rows ordered by source, source_row, template_id) and the same files:
-``prompts/shard-XXXXX.parquet``, ``prompts/shards.json``, ``quarantine/stitch/part-00000``.
-Shared definitions only (template files, the ChatML framing) come from the package.
+pandas UDF), the same rule for what fits the window, the same shard cut (floor(tokens
+before row / budget) over rows ordered by source, source_row, template_id, chunk_index)
+and the same files: ``prompts/shard-XXXXX.parquet``, ``prompts/shards.json``,
+``quarantine/stitch/part-00000``. Shared definitions only come from the package: template
+files, the ChatML framing, and the chunker (synthfactory/stitch/chunks.py, pure Python:
+what is compared is the job around it, which documents it gets and how their chunks
+become rows). Fixed --max-new-tokens only.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from synthfactory.stitch import chunks
 from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate
 from synthfactory.stitch.tokens import CHATML
 
 BATCH = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
 SHARD_COLUMNS = ["id", "template_id", "template_version", "style", "system", "user",
-                 "prompt_tokens", "max_new_tokens"]
+                 "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index", "chunk_count",
+                 "title", "heading_path"]
 
 # ---------------------------------------------------------------- Spark's xxhash64 in numpy
 P1, P2, P3, P4, P5 = (np.uint64(p) for p in (
@@ -221,16 +226,13 @@ def stitch_baseline(
     prompt_tokens = doc_tokens[doc] + overhead[tpl]
     longest = prompt_tokens.reshape(n_good, styles_per_doc).max(axis=1)
     too_long = longest > max_model_len - max_new_tokens
-    long_docs = good.filter(pa.array(too_long)).select(["id", "source", "source_row"])
-    long_reason = [f"too long for the context window ({n} prompt + {max_new_tokens} new tokens "
-                   f"> {max_model_len})" for n in longest[too_long]]
-    long_docs = long_docs.append_column("reason", pa.array(long_reason, pa.string()))
 
     keep = ~too_long[doc]  # rows stay in (source, source_row, template_id) order
     doc, tpl, prompt_tokens = doc[keep], tpl[keep], prompt_tokens[keep]
     doc_idx = pa.array(doc)
-    prompts = pa.table({
-        "id": good.column("id").take(doc_idx),
+    ids_kept = good.column("id").take(doc_idx)
+    whole = pa.table({
+        "id": ids_kept,
         "template_id": pa.array([t.id for t in templates]).take(pa.array(tpl)),
         "template_version": pa.array([t.version for t in templates], pa.int32()).take(
             pa.array(tpl)),
@@ -239,9 +241,24 @@ def stitch_baseline(
         "user": _user_column(templates, tpl, texts.take(doc_idx)),
         "prompt_tokens": pa.array(prompt_tokens, pa.int64()),
         "max_new_tokens": pa.array(np.full(len(doc), max_new_tokens, np.int32)),
+        "doc_id": ids_kept,
+        "chunk_index": pa.array(np.zeros(len(doc), np.int32)),
+        "chunk_count": pa.array(np.ones(len(doc), np.int32)),
+        "title": pa.nulls(len(doc), pa.string()),
+        "heading_path": pa.nulls(len(doc), pa.list_(pa.string())),
     })
+    parts, long_docs = _chunk_rows(tokenizer, good, texts, picked, templates, overhead,
+                                   np.nonzero(too_long)[0], max_new_tokens, max_model_len)
+    prompts = pa.concat_tables([whole, parts.drop_columns(["_doc", "_tpl"])])
+    order = np.lexsort((np.concatenate([np.zeros(len(doc), np.int64),
+                                        parts.column("chunk_index").to_numpy()]),
+                        np.concatenate([tpl, parts.column("_tpl").to_numpy()]),
+                        np.concatenate([doc, parts.column("_doc").to_numpy()])))
+    prompts = prompts.take(pa.array(order))  # (source, source_row, template_id, chunk_index)
+    prompt_tokens = prompts.column("prompt_tokens").to_numpy()
 
     cost = prompt_tokens + max_new_tokens
+    chunked_documents = len(set(parts.column("_doc").to_pylist()))
     before = np.cumsum(cost) - cost
     raw_shard = before // shard_tokens
     _, dense = np.unique(raw_shard, return_inverse=True)
@@ -266,11 +283,65 @@ def stitch_baseline(
         "shards": shards, "rows_in": rows_in, "prompt_rows": prompts.num_rows,
         "quarantined": quarantine.num_rows, "quarantine_reasons": dict(sorted(reasons.items())),
         "styles_per_doc": styles_per_doc, "shard_tokens": shard_tokens,
+        "chunked_documents": chunked_documents,
+        "chunks": parts.num_rows // styles_per_doc,
     }
-    assert prompts.num_rows == (rows_in - quarantine.num_rows) * styles_per_doc
+    assert prompts.num_rows == (rows_in - quarantine.num_rows - chunked_documents
+                                + plan["chunks"]) * styles_per_doc
     with open(os.path.join(prompts_dir, "shards.json"), "w") as f:
         json.dump(plan, f)
     return plan
+
+
+def _chunk_rows(tokenizer, good: pa.Table, texts: pa.Array, picked: np.ndarray,
+                templates: list[PromptTemplate], overhead: np.ndarray, long: np.ndarray,
+                max_new_tokens: int, max_model_len: int) -> tuple[pa.Table, pa.Table]:
+    """The chunk rows of the documents that do not fit (``long``: their indexes in
+    ``good``), each with its document (``_doc``) and template (``_tpl``) index, and the
+    quarantine rows of those no split can fit."""
+    def count(batch: list[str]) -> list[int]:
+        return [len(e.ids) for e in tokenizer.encode_batch(batch, add_special_tokens=False)]
+
+    reserve = chunks.context_reserve(count)
+    limits = [chunks.max_chunk_tokens(max_model_len, int(o) + reserve,
+                                      new_tokens=max_new_tokens) for o in overhead]
+    rows, bad = [], []
+    for d in long.tolist():
+        doc_id, text = good.column("id")[d].as_py(), texts[d].as_py()
+        limit = min(limits[t] for t in picked[d])
+        result = chunks.split_document(text, count, limit)
+        if result.unsplittable is not None:
+            bad.append({"id": doc_id, "source": good.column("source")[d].as_py(),
+                        "source_row": good.column("source_row")[d].as_py(),
+                        "reason": chunks.unsplittable_reason(result.unsplittable, limit,
+                                                             max_model_len)})
+            continue
+        n = len(result.chunks)
+        contexts = [chunks.context(i, n, result.title, c.heading_path)
+                    for i, c in enumerate(result.chunks)]
+        for t in sorted(picked[d].tolist()):
+            template = templates[t]
+            for i, (chunk, context, context_tokens) in enumerate(zip(
+                    result.chunks, contexts, count(contexts), strict=True)):
+                rows.append({
+                    "id": f"{doc_id}#{i}", "template_id": template.id,
+                    "template_version": template.version, "style": template.style,
+                    "system": template.system + context,
+                    "user": template.user.replace("{" + PLACEHOLDER + "}", chunk.text),
+                    "prompt_tokens": chunk.tokens + int(overhead[t]) + context_tokens,
+                    "max_new_tokens": max_new_tokens, "doc_id": doc_id, "chunk_index": i,
+                    "chunk_count": n, "title": result.title,
+                    "heading_path": list(chunk.heading_path), "_doc": d, "_tpl": t})
+    schema = pa.schema([
+        ("id", pa.string()), ("template_id", pa.string()), ("template_version", pa.int32()),
+        ("style", pa.string()), ("system", pa.string()), ("user", pa.string()),
+        ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()), ("doc_id", pa.string()),
+        ("chunk_index", pa.int32()), ("chunk_count", pa.int32()), ("title", pa.string()),
+        ("heading_path", pa.list_(pa.string())), ("_doc", pa.int64()), ("_tpl", pa.int64())])
+    quarantine = pa.Table.from_pylist(bad, pa.schema([
+        ("id", pa.string()), ("source", pa.string()), ("source_row", pa.int64()),
+        ("reason", pa.string())]))
+    return pa.Table.from_pylist(rows, schema), quarantine
 
 
 def read_prompts(prompts_dir: str) -> pa.Table:

@@ -108,7 +108,9 @@ def audit(run_url: str, table: str | None = None,
     for entry in entries:
         prompts = storage.read_table(entry["url"])
         report.prompt_rows += prompts.num_rows
-        prompt_ids.update(prompts.column("id").to_pylist())
+        # a chunk's row has its own id; its document's is doc_id (stitch/chunks.py)
+        prompt_ids.update(prompts.column("doc_id" if "doc_id" in prompts.column_names
+                                         else "id").to_pylist())
         _audit_shard(folder, layout, entry["name"], prompts, report, keys, committed_rows)
         _audit_verdicts(layout, entry["name"], committed_rows, rejected_rows, report)
     for (doc_id, template), n in keys.items():

@@ -31,10 +31,13 @@ class ShardsJson(TypedDict):
     shards: list[ShardEntry]
     templates: list[TemplateEntry]
     rows_in: int  # documents read
-    prompt_rows: int  # (rows_in - quarantined) * styles_per_doc
+    # (rows_in - quarantined - chunked_documents + chunks) * styles_per_doc
+    prompt_rows: int
     quarantined: int  # documents set aside at stitch
     quarantine_reasons: dict[str, int]  # full reason text -> documents
     quarantine_url: str | None  # the stitch quarantine folder; None when nothing is there
+    chunked_documents: int  # documents too long for the window, cut into chunks
+    chunks: int  # their chunks: each one prompt row per style
     styles_per_doc: int
     shard_tokens: int
     max_new_tokens: int | str  # a fixed budget, or "auto" (per row: the shards' column)

@@ -1,10 +1,11 @@
 """``max_new_tokens auto``: each prompt row's generation budget sized to its source.
 
-budget = ceil(source tokens x the template's ``max_ratio``) + MARGIN, capped so that
-prompt + budget fits ``max_model_len``. ``max_ratio`` is the quality gate's own upper
-bound for the template (synthfactory/quality/bounds.py): an output longer than that is
-rejected as ``too_long`` anyway, so a larger budget buys nothing, and one number
-per template cannot drift from the other. A single fixed cap cut long sources
+budget = ceil(source tokens x the template's ``max_ratio``) + MARGIN, never capped: a
+document whose prompt and budget do not fit ``max_model_len`` is cut into chunks that do
+(stitch/chunks.py), each with its own full budget. ``max_ratio`` is the quality gate's
+own upper bound for the template (synthfactory/quality/bounds.py): an output longer
+than that is rejected as ``too_long`` anyway, so a larger budget buys nothing, and one
+number per template cannot drift from the other. A single fixed cap cut long sources
 mid-sentence (67% of the demo's rows ended ``truncated`` at 128) and gave short ones
 a budget they did not need.
 """
@@ -15,7 +16,6 @@ from synthfactory.quality.bounds import bounds_from
 from synthfactory.stitch.templates import PromptTemplate
 
 MARGIN = 32  # room for a closing sentence, a heading, the model's own end of turn
-MIN_NEW_TOKENS = 16  # below this a row cannot say anything: too long for the window
 
 
 def budget_ratio(template: PromptTemplate) -> float:

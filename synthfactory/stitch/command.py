@@ -41,9 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--styles-per-doc", type=positive_int, default=1)
     parser.add_argument("--max-new-tokens", type=budget, default=256,
                         help="tokens generated per row at most, or auto: the row's source "
-                             "tokens times its template's max_ratio, plus a margin, capped by "
-                             "--max-model-len")
-    parser.add_argument("--max-model-len", type=positive_int, default=2048)
+                             "tokens times its template's max_ratio, plus a margin")
+    parser.add_argument("--max-model-len", type=positive_int, default=2048,
+                        help="context window: a document whose prompt and budget do not fit "
+                             "it is cut into chunks that do")
     parser.add_argument("--text-column", default="text", help="the seed files' text column")
     parser.add_argument("--id-column", default="id", help="the seed files' document id column")
     # Empty values mean unset: the DAG renders an optional Param as one --flag=VALUE item.
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> dict:
         "run": cfg.run.run_url, "shards_json": cfg.run.shards_json,
         "shards": len(plan["shards"]), "rows_in": plan["rows_in"],
         "prompt_rows": plan["prompt_rows"], "quarantined": plan["quarantined"],
+        "chunked_documents": plan["chunked_documents"], "chunks": plan["chunks"],
         "tokens": sum(s["tokens"] for s in plan["shards"]),
         "seconds": round(time.monotonic() - started, 1),
     }

@@ -15,15 +15,26 @@ from synthfactory.contract import ShardsJson, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
-from synthfactory.stitch import budget, reader, sharding, tokens
+from synthfactory.stitch import budget, chunks, reader, sharding, tokens
 from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate, write_copies
 
 log = logging.getLogger(__name__)
 
 READER_DDL = "id string, text string, quality double, source string, source_row long, reason string"
 SHARD_COLUMNS = ["id", "template_id", "template_version", "template_hash", "style", "system",
-                 "user", "prompt_tokens", "max_new_tokens"]
-ORDER = ["source", "source_row", "template_id"]
+                 "user", "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index",
+                 "chunk_count", "title", "heading_path"]
+ORDER = ["source", "source_row", "template_id", "chunk_index"]
+CHUNK_ID_SEPARATOR = "#"  # a chunk row's id: {document id}#{chunk index}
+CHUNK_SCHEMA = pa.schema([
+    ("id", pa.string()), ("chunk_index", pa.int32()), ("chunk_count", pa.int32()),
+    ("text", pa.string()), ("chunk_tokens", pa.int64()), ("title", pa.string()),
+    ("heading_path", pa.list_(pa.string())), ("context", pa.string()),
+    ("context_tokens", pa.int64()), ("source", pa.string()), ("source_row", pa.int64()),
+    ("reason", pa.string())])
+CHUNK_DDL = ("id string, chunk_index int, chunk_count int, text string, chunk_tokens long, "
+             "title string, heading_path array<string>, context string, context_tokens long, "
+             "source string, source_row long, reason string")
 
 
 @dataclass(frozen=True)
@@ -45,8 +56,28 @@ class StitchConfig:
     partitions: int = 8  # read, range and shuffle partitions; raise it with the executors
 
 
-def _too_long_reason(prompt: int, new: int, limit: int) -> str:
-    return f"too long for the context window ({prompt} prompt + {new} new tokens > {limit})"
+def _chunk_limit(cfg: StitchConfig, overhead: int, ratio: float) -> int:
+    """The largest chunk a template takes: its prompt (``overhead``, the chunk's context
+    included) and its full budget fit the window (stitch/chunks.py)."""
+    if cfg.max_new_tokens == AUTO:
+        return chunks.max_chunk_tokens(cfg.max_model_len, overhead, ratio=ratio,
+                                       margin=budget.MARGIN)
+    return chunks.max_chunk_tokens(cfg.max_model_len, overhead,
+                                   new_tokens=int(cfg.max_new_tokens))
+
+
+def _check_chunk_ids(parts, rows) -> None:
+    """A chunk's id, ``{document id}#{index}``, must not be another document's id."""
+    from pyspark.sql import functions as F
+
+    clash = (parts.select("id", "doc_id").join(
+        rows.filter(F.col("reason").isNull()).select("id"), "id", "left_semi")
+        .orderBy("id").limit(1).collect())
+    if clash:
+        raise SynthfactoryError(
+            f"document id {clash[0]['id']!r} is also the id of a chunk of the long document "
+            f"{clash[0]['doc_id']!r} ({{document id}}{CHUNK_ID_SEPARATOR}{{index}}): "
+            "rename one of them in the seeds")
 
 
 def stitch(cfg: StitchConfig, spark) -> ShardsJson:
@@ -90,16 +121,26 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     rows = rows.persist()
 
     good = rows.filter(F.col("reason").isNull()).withColumn("doc_tokens", doc_tokens("text"))
+    auto = cfg.max_new_tokens == AUTO
+    reserve = chunks.context_reserve(partial(tokens.count_tokens, tok_json))
+    template_rows = []
+    for t in cfg.templates:
+        overhead = tokens.template_overhead(tok_json, t.system, t.render_user(""))
+        ratio = budget.budget_ratio(t)
+        template_rows.append((t.id, t.version, t.hash, t.style, t.system, t.user, overhead,
+                              ratio, _chunk_limit(cfg, overhead + reserve, ratio)))
     templates = spark.createDataFrame(
-        [
-            (t.id, t.version, t.hash, t.style, t.system, t.user,
-             tokens.template_overhead(tok_json, t.system, t.render_user("")),
-             budget.budget_ratio(t))
-            for t in cfg.templates
-        ],
+        template_rows,
         "template_id string, template_version int, template_hash string, style string, "
-        "system string, user_template string, overhead long, budget_ratio double",
+        "system string, user_template string, overhead long, budget_ratio double, "
+        "chunk_limit long",
     )
+
+    def new_tokens(source_tokens):  # the full budget, never capped: what does not fit is cut
+        if auto:  # sized to the source (stitch/budget.py)
+            return F.ceil(source_tokens * F.col("budget_ratio")).cast("long") + budget.MARGIN
+        return F.lit(cfg.max_new_tokens).cast("long")
+
     # K styles per document, chosen by a hash of (id, seed, template): stable on rerun.
     pick = Window.partitionBy("id").orderBy(
         F.xxhash64("id", F.lit(cfg.seed), "template_id"), "template_id")
@@ -108,23 +149,55 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         .withColumn("pick", F.row_number().over(pick))
         .filter(F.col("pick") <= cfg.styles_per_doc)
         .withColumn("prompt_tokens", F.col("doc_tokens") + F.col("overhead"))
-        .persist()  # read twice (prompts and the too-long check): tokenise once
+        .withColumn("max_new_tokens", new_tokens(F.col("doc_tokens")))
+        .persist()  # read three times (whole rows, chunk rows, the fit check): tokenise once
     )
-    auto = cfg.max_new_tokens == AUTO
-    least_new = budget.MIN_NEW_TOKENS if auto else cfg.max_new_tokens
-    if auto:  # sized to the source, capped by what the context window has left
-        new_tokens = F.least(
-            F.ceil(F.col("doc_tokens") * F.col("budget_ratio")).cast("long") + budget.MARGIN,
-            F.lit(cfg.max_model_len) - F.col("prompt_tokens"))
-    else:
-        new_tokens = F.lit(cfg.max_new_tokens)
-    per_doc = selected.groupBy("id").agg(F.max("prompt_tokens").alias("longest"))
-    too_long = per_doc.filter(F.col("longest") > cfg.max_model_len - least_new)
-    too_long_udf = F.udf(lambda n: _too_long_reason(n, least_new, cfg.max_model_len))
-    prompts = (
+    # A document fits when each of its K prompts and that row's full budget fit the window;
+    # one that does not is cut into chunks sized for the tightest of its K templates.
+    per_doc = selected.groupBy("id").agg(
+        F.max(F.col("prompt_tokens") + F.col("max_new_tokens")).alias("longest"),
+        F.min("chunk_limit").alias("chunk_limit"))
+    too_long = per_doc.filter(F.col("longest") > cfg.max_model_len).select("id", "chunk_limit")
+    chunked = (
+        selected.filter(F.col("pick") == 1).select("id", "text", "source", "source_row")
+        .join(too_long, "id")
+        .mapInArrow(partial(_chunk_documents, tok=bc_tok, window=cfg.max_model_len),
+                    CHUNK_DDL)
+        .persist()
+    )
+    made = chunked.agg(
+        F.countDistinct(F.when(F.col("reason").isNull(), F.col("id"))).alias("documents"),
+        F.count(F.when(F.col("reason").isNull(), F.lit(1))).alias("chunks")).first()
+    chunked_documents, chunk_rows = int(made["documents"]), int(made["chunks"])
+    whole = (
         selected.join(too_long.select("id"), "id", "left_anti")
+        .withColumn("doc_id", F.col("id"))
+        .withColumn("chunk_index", F.lit(0))
+        .withColumn("chunk_count", F.lit(1))
+        .withColumn("title", F.lit(None).cast("string"))
+        .withColumn("heading_path", F.lit(None).cast("array<string>"))
+    )
+    parts = (
+        chunked.filter(F.col("reason").isNull())
+        .select("id", "chunk_index", "chunk_count", "text", "chunk_tokens", "title",
+                "heading_path", "context", "context_tokens")
+        .join(selected.drop("text", "prompt_tokens", "max_new_tokens"), "id")
+        .withColumn("doc_id", F.col("id"))
+        .withColumn("id", F.concat_ws(CHUNK_ID_SEPARATOR, "id",
+                                      F.col("chunk_index").cast("string")))
+        .withColumn("system", F.concat("system", "context"))  # which part, of what (chunks.py)
+        .withColumn("prompt_tokens",
+                    F.col("chunk_tokens") + F.col("overhead") + F.col("context_tokens"))
+        .withColumn("max_new_tokens", new_tokens(F.col("chunk_tokens")))
+    )
+    if chunk_rows:
+        _check_chunk_ids(parts, rows)
+    row_columns = [c for c in SHARD_COLUMNS if c != "user"] + [
+        "user_template", "text", "source", "source_row"]
+    prompts = (
+        whole.select(*row_columns).unionByName(parts.select(*row_columns))
         .withColumn("user", F.expr(f"replace(user_template, '{{{PLACEHOLDER}}}', text)"))
-        .withColumn("max_new_tokens", new_tokens.cast("int"))
+        .withColumn("max_new_tokens", F.col("max_new_tokens").cast("int"))
         .withColumn("cost_tokens", F.col("prompt_tokens") + F.col("max_new_tokens"))
         .select(*SHARD_COLUMNS, "source", "source_row", "cost_tokens")
     )
@@ -153,11 +226,9 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
 
     quarantine = (
         rows.filter(F.col("reason").isNotNull()).select("id", "source", "source_row", "reason")
-        .unionByName(
-            # usable rows only: a duplicate of a too-long document is already quarantined
-            rows.filter(F.col("reason").isNull()).join(too_long, "id").select(
-                "id", "source", "source_row", too_long_udf(F.col("longest")).alias("reason"))
-        )
+        .unionByName(  # a unit no split can fit: the whole document, once
+            chunked.filter(F.col("reason").isNotNull())
+            .select("id", "source", "source_row", "reason"))
         .repartitionByRange(cfg.partitions, "source", "source_row")
         .sortWithinPartitions("source", "source_row")
     )
@@ -171,10 +242,12 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
 
     rows_in = rows.count()
     prompt_rows = sum(s["rows"] for s in shards)
-    if prompt_rows != (rows_in - quarantined) * cfg.styles_per_doc:
+    # each document kept is one prompt per style, a chunked one a prompt per chunk and style
+    if prompt_rows != (rows_in - quarantined - chunked_documents + chunk_rows) * cfg.styles_per_doc:
         raise SynthfactoryError(
             f"stitch accounting failed: {rows_in} rows in, {quarantined} quarantined, "
-            f"{prompt_rows} prompt rows for {cfg.styles_per_doc} styles per document"
+            f"{chunked_documents} cut into {chunk_rows} chunks, {prompt_rows} prompt rows for "
+            f"{cfg.styles_per_doc} styles per document"
         )
     plan: ShardsJson = {
         "shards": shards,
@@ -185,6 +258,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         "quarantined": quarantined,
         "quarantine_reasons": dict(sorted(reasons.items())),
         "quarantine_url": quarantine_dir if quarantined else None,
+        "chunked_documents": chunked_documents,
+        "chunks": chunk_rows,
         "styles_per_doc": cfg.styles_per_doc,
         "shard_tokens": cfg.shard_tokens,
         "max_new_tokens": cfg.max_new_tokens,
@@ -194,9 +269,42 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     }
     pause_point("stitch:before-shards-json")
     storage.write_json(cfg.run.shards_json, plan)
-    for frame in (rows, selected, ordered, with_shard):
+    for frame in (rows, selected, chunked, ordered, with_shard):
         frame.unpersist()
     return plan
+
+
+def _chunk_documents(batches, tok, window: int):
+    """``mapInArrow`` body: each document that does not fit, as its chunks (one row each),
+    or as one row with the reason no split can fit it."""
+    count = partial(tokens.count_tokens, tok.value)
+    for batch in batches:
+        out: list[dict] = []
+        for row in batch.to_pylist():
+            doc = {k: row[k] for k in ("id", "source", "source_row")}
+            limit = int(row["chunk_limit"])
+            if limit < chunks.MIN_CHUNK_TOKENS:
+                raise SynthfactoryError(
+                    f"document {row['id']!r} does not fit --max-model-len {window} and no "
+                    f"chunk of it can: after the template, the chunk's context and its budget "
+                    f"the window leaves {max(limit, 0)} tokens for a chunk (at least "
+                    f"{chunks.MIN_CHUNK_TOKENS} are needed); raise --max-model-len or lower "
+                    "--max-new-tokens")
+            result = chunks.split_document(row["text"], count, limit)
+            if result.unsplittable is not None:
+                out.append({**doc, "reason": chunks.unsplittable_reason(
+                    result.unsplittable, limit, window)})
+                continue
+            n = len(result.chunks)
+            contexts = [chunks.context(i, n, result.title, c.heading_path)
+                        for i, c in enumerate(result.chunks)]
+            for i, (chunk, text, context_tokens) in enumerate(zip(
+                    result.chunks, contexts, count(contexts), strict=True)):
+                out.append({**doc, "chunk_index": i, "chunk_count": n, "text": chunk.text,
+                            "chunk_tokens": chunk.tokens, "title": result.title,
+                            "heading_path": list(chunk.heading_path), "context": text,
+                            "context_tokens": context_tokens})
+        yield pa.RecordBatch.from_pylist(out, schema=CHUNK_SCHEMA)
 
 
 def _write_quarantine(batches, folder: str):

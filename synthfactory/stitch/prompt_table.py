@@ -11,12 +11,15 @@ PROMPT_SCHEMA = pa.schema([
     ("id", pa.string()), ("template_id", pa.string()), ("template_version", pa.int32()),
     ("template_hash", pa.string()), ("style", pa.string()), ("system", pa.string()),
     ("user", pa.string()), ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()),
+    ("doc_id", pa.string()), ("chunk_index", pa.int32()), ("chunk_count", pa.int32()),
+    ("title", pa.string()), ("heading_path", pa.list_(pa.string())),
 ])
 
 
 def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
                  max_new_tokens: int, prompt_tokens: list[int] | None = None) -> pa.Table:
-    """One prompt row per document, all with ``template``; token estimates default to 0."""
+    """One prompt row per document, all with ``template``, each document in one piece
+    (no chunks); token estimates default to 0."""
     n = len(ids)
     return pa.table({
         "id": ids,
@@ -28,4 +31,9 @@ def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
         "user": [template.render_user(d) for d in documents],
         "prompt_tokens": prompt_tokens if prompt_tokens is not None else [0] * n,
         "max_new_tokens": [max_new_tokens] * n,
+        "doc_id": ids,
+        "chunk_index": [0] * n,
+        "chunk_count": [1] * n,
+        "title": [None] * n,
+        "heading_path": [None] * n,
     }, schema=PROMPT_SCHEMA)

@@ -19,3 +19,13 @@ def postgres_uri() -> Iterator[str]:
             where = make_url(postgres_dsn())  # str() hides a password
             pytest.skip(f"no PostgreSQL answers at {where} (set {PG_DSN_ENV})")
         yield uri
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local Spark session (2 cores) for the module's stitch jobs."""
+    from synthfactory.stitch.spark_session import spark_session
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import string
 import subprocess
 import sys
 
@@ -28,13 +30,10 @@ def _text(i: int) -> str:
     return f"Document {i}. " + " ".join(f"word{j % 37}" for j in range(40 + (i * 7) % 90))
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from synthfactory.stitch.spark_session import spark_session
-
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
+def _blob(seed: int = 0) -> str:
+    """A line of some 8,000 tokens without a space or line break: no chunk can hold it."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters + string.digits + "+/") for _ in range(16000))
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +42,11 @@ def corpus(tmp_path_factory):
     good = pa.table({"id": [f"d{i:03d}" for i in range(GOOD_DOCS)],
                      "text": [_text(i) for i in range(GOOD_DOCS)]})
     pq.write_table(good, root / "a_good.parquet")
-    # Bad rows: null, empty, whitespace, too long, invalid UTF-8, a duplicate id.
+    # Bad rows: null, empty, whitespace, a unit no chunk can hold, invalid UTF-8, a
+    # duplicate id.
     bad = pa.table({
         "id": ["n1", "e1", "w1", "long1", "utf1", "d000"],
-        "text": pa.array([None, b"", b"   \n", ("x " * 5000).encode(), b"caf\xe9 au lait",
+        "text": pa.array([None, b"", b"   \n", _blob().encode(), b"caf\xe9 au lait",
                           b"duplicate of d000"], pa.binary()),
     })
     pq.write_table(bad, root / "b_bad.parquet")
@@ -97,7 +97,7 @@ def test_every_row_lands_in_k_prompts_or_quarantine(first_run):
     assert reasons["n1"] == "null text"
     assert reasons["e1"] == reasons["w1"] == "empty text"
     assert reasons["utf1"] == "invalid UTF-8 in text"
-    assert reasons["long1"].startswith("too long for the context window")
+    assert reasons["long1"].startswith("no split fits the context window (a unit of ")
     assert reasons["t1"] == reasons["t2"] == "text is not a string (column type int64)"
     duplicates = [s for s, r in zip(quarantine.column("source").to_pylist(),
                                     quarantine.column("reason").to_pylist(), strict=True)
@@ -157,8 +157,8 @@ def test_rerun_is_identical(spark, corpus, first_run, tmp_path):
         assert first.equals(second)
 
 
-def test_duplicate_of_a_too_long_document_is_quarantined_once(spark, tmp_path):
-    long_text = "y " * 5000
+def test_duplicate_of_an_unsplittable_document_is_quarantined_once(spark, tmp_path):
+    long_text = _blob(1)
     pq.write_table(pa.table({"id": ["long", "ok"], "text": [long_text, _text(1)]}),
                    tmp_path / "a.parquet")
     pq.write_table(pa.table({"id": ["long"], "text": [long_text]}), tmp_path / "b.parquet")
@@ -167,7 +167,9 @@ def test_duplicate_of_a_too_long_document_is_quarantined_once(spark, tmp_path):
     plan = stitch(cfg, spark)
     assert plan["rows_in"] == 3 and plan["prompt_rows"] == 1 and plan["quarantined"] == 2
     assert set(plan["quarantine_reasons"]) == {
-        "duplicate id", next(r for r in plan["quarantine_reasons"] if r.startswith("too long"))}
+        "duplicate id",
+        next(r for r in plan["quarantine_reasons"] if r.startswith("no split fits"))}
+    assert (plan["chunked_documents"], plan["chunks"]) == (0, 0)
 
 
 def test_missing_column_names_file_and_column(spark, corpus, tmp_path):
@@ -205,8 +207,8 @@ def test_budget_below_context_is_refused():
 
 def test_auto_budgets_follow_each_source_and_template(spark, corpus, tmp_path):
     """max_new_tokens auto: each row's budget is its source's tokens times its template's
-    max_ratio plus the margin, capped by the context window; the too-long check keeps
-    room for the smallest budget only."""
+    max_ratio plus the margin, never capped: every prompt and its full budget fit the
+    window (a document that would not is cut into chunks; none is here)."""
     import math
 
     from synthfactory.stitch import budget, tokens
@@ -222,9 +224,9 @@ def test_auto_budgets_follow_each_source_and_template(spark, corpus, tmp_path):
     for row in table:
         source_tokens = row["prompt_tokens"] - overhead[row["template_id"]]
         ratio = budget.budget_ratio(templates[row["template_id"]])
-        expected = min(math.ceil(source_tokens * ratio) + budget.MARGIN,
-                       2048 - row["prompt_tokens"])
+        expected = math.ceil(source_tokens * ratio) + budget.MARGIN
         assert row["max_new_tokens"] == expected, row["id"]
+        assert row["prompt_tokens"] + row["max_new_tokens"] <= 2048, row["id"]
     summaries = [r["max_new_tokens"] for r in table if r["template_id"] == "summary"]
     articles = [r["max_new_tokens"] for r in table if r["template_id"] == "encyclopedic"]
     assert max(summaries) < max(articles)  # a summary is short by design
@@ -232,5 +234,7 @@ def test_auto_budgets_follow_each_source_and_template(spark, corpus, tmp_path):
     # the shards' token budgets count each row's own budget
     assert sum(s["tokens"] for s in plan["shards"]) == sum(
         r["prompt_tokens"] + r["max_new_tokens"] for r in table)
-    # the 5000-word document still cannot fit even the smallest budget
-    assert any("long1" in str(k) or "too long" in k for k in plan["quarantine_reasons"])
+    # the blob fits no chunk: the only document set aside for its length
+    assert [k for k in plan["quarantine_reasons"] if "context window" in k] == [
+        k for k in plan["quarantine_reasons"] if k.startswith("no split fits")]
+    assert any(k.startswith("no split fits") for k in plan["quarantine_reasons"])
