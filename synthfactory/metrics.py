@@ -14,13 +14,21 @@ each other's group). docs/metrics.md lists the metrics.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import threading
+import urllib.request
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, push_to_gateway
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    delete_from_gateway,
+    push_to_gateway,
+)
 
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
 from synthfactory.contract import PUSHGATEWAY_ENV, TRY_NUMBER_ENV
@@ -163,3 +171,27 @@ class Pusher(threading.Thread):
         self._done.set()
         self.join(timeout=10)
         self.push()
+
+
+def delete_run_groups(run_id: str, environ: Mapping[str, str] | None = None) -> int | None:
+    """Delete every group the run's tasks pushed (write_report, at the run's end: a group
+    left behind is served forever and would read as a task that stopped). Returns how many,
+    None without a Pushgateway; one that does not answer costs a log line."""
+    gateway = (os.environ if environ is None else environ).get(PUSHGATEWAY_ENV)
+    if not gateway or not run_id:
+        return None
+    base = gateway if "://" in gateway else f"http://{gateway}"
+    try:
+        with urllib.request.urlopen(f"{base.rstrip('/')}/api/v1/metrics", timeout=10) as r:
+            groups = json.load(r).get("data") or []
+        keys = [group["labels"] for group in groups
+                if group.get("labels", {}).get("job") == JOB
+                and group["labels"].get("run_id") == run_id]
+        for labels in keys:
+            delete_from_gateway(gateway, job=JOB, timeout=10,
+                                grouping_key={k: v for k, v in labels.items() if k != "job"})
+    except (OSError, ValueError) as exc:
+        log.warning("metrics: could not delete run %s's groups from the Pushgateway at %s "
+                    "(%s)", run_id, gateway, exc)
+        return None
+    return len(keys)

@@ -12,6 +12,7 @@ import datetime as dt
 from synthfactory import storage
 from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
 from synthfactory.contract import paths
+from synthfactory.metrics import delete_run_groups
 from synthfactory.report.collect import collect
 from synthfactory.report.figures import write_figures
 from synthfactory.report.price import DEFAULT_GPU_HOUR_USD, gpu_hour_price, price
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> dict:
     report["figures"] = write_figures(report, lengths, folder)
     url = storage.join(run_url, paths.REPORT_JSON)
     storage.write_json(url, report)  # last: its presence means the figures are there
+    deleted = delete_run_groups(args.airflow_run_id or "")  # the run is over: no more pushes
     return {
         "report": url,
         "complete": report["complete"],
@@ -47,4 +49,5 @@ def run(args: argparse.Namespace) -> dict:
         "usable": report["quality"]["usable"] if report["quality"] else None,
         "usd_per_1b_usable_tokens": report["cost"]["usd_per_1b_usable_tokens"],
         "figures": sorted(report["figures"]),
+        **({"pushgateway_groups_deleted": deleted} if deleted is not None else {}),
     }

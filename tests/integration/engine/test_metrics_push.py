@@ -1,7 +1,7 @@
 """A rephrase task's Prometheus metrics reach a real Pushgateway (Debian's
 prometheus-pushgateway on 127.0.0.1): while the task runs, not only at its end, under its
 Airflow labels, with the figures its commit holds; a Pushgateway that does not answer
-costs one log line, not the task."""
+costs one log line, not the task; write_report's step deletes the run's groups."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from prometheus_client.parser import text_string_to_metric_families
 
 from synthfactory.contract import METRIC_LABEL_ENV
@@ -99,3 +100,29 @@ def test_a_pushgateway_that_does_not_answer_costs_a_line_not_the_task(tmp_path):
     output, _ = task.communicate(timeout=120)
     assert task.returncode == 0, output[-3000:]
     assert output.count("did not take them") == 1, output[-3000:]
+
+
+def _groups(gateway: str) -> list[dict]:
+    with urllib.request.urlopen(f"{gateway}/api/v1/metrics", timeout=5) as response:
+        return [g["labels"] for g in json.load(response)["data"]]
+
+
+def test_write_reports_step_deletes_the_runs_groups_and_no_other(pushgateway, tmp_path):
+    task = _rephrase(tmp_path, pushgateway, delay_s=0.0)
+    output, _ = task.communicate(timeout=120)
+    assert task.returncode == 0, output[-3000:]
+    other = {**LABELS, "run_id": "scheduled__2026-12-03T00:00:00+00:00"}
+    registry = CollectorRegistry()
+    Gauge("synthfactory_rephrase_rows_done", "rows", registry=registry).set(1)
+    push_to_gateway(pushgateway, job="synthfactory", registry=registry, grouping_key=other)
+    assert any(g.get("run_id") == LABELS["run_id"] for g in _groups(pushgateway))
+
+    report = subprocess.run(
+        [sys.executable, "-m", "synthfactory.cli", "report", "--run", f"file://{tmp_path}/run",
+         "--airflow-run-id", LABELS["run_id"]], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SYNTHFACTORY_PUSHGATEWAY": pushgateway,
+             "SYNTHFACTORY_RESULT_FILE": str(tmp_path / "report.json")})
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert json.loads((tmp_path / "report.json").read_text())["pushgateway_groups_deleted"] == 1
+    runs = [g.get("run_id") for g in _groups(pushgateway) if g.get("job") == "synthfactory"]
+    assert LABELS["run_id"] not in runs and other["run_id"] in runs
