@@ -30,6 +30,7 @@ FIGURES = ("rows_generated", "tokens_per_s", "rejection_reasons", "prompt_length
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                         autoescape=select_autoescape(["html"]))
 # "–" also for a key a report.json from an older engine does not have
+REFRESH_S = 30  # a run's page reloads itself this often while it has no report.json
 TEMPLATES.filters["num"] = lambda v: "–" if v is None or is_undefined(v) else (
     f"{v:,}" if isinstance(v, int) else f"{v:,.2f}")
 TEMPLATES.filters["pct"] = lambda v: "–" if v is None or is_undefined(v) else f"{v:.1%}"
@@ -67,7 +68,8 @@ def create_app(resolve_run=dag_runs.run_folder, roots=dag_runs.default_roots,
 
     def page(request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
         base = request.scope.get("root_path", "").rstrip("/")
-        html = TEMPLATES.get_template(template).render(base=base, quote=quote, **context)
+        html = TEMPLATES.get_template(template).render(base=base, quote=quote,
+                                                       refresh_s=REFRESH_S, **context)
         return HTMLResponse(html, status_code=status)
 
     def report_page(request: Request, run: str, figure_url, note: str | None = None):

@@ -10,6 +10,7 @@ UI's view of a run still going shows them too.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,7 @@ from synthfactory.contract.shapes import (
     ReportExample,
     ReportJson,
     ReportLengths,
+    ReportProgress,
     ReportQuality,
     ReportRejectedExample,
     ReportShard,
@@ -108,6 +110,49 @@ def shard_figures(shard: ShardFiles, rows_generated: int | None = None,
         "flags": validation.get("flags"),
         "usable": (validation.get("quality") or {}).get("usable"),
     }
+
+
+SLOWEST = 3  # shards the progress section names
+
+
+def progress_figures(plan: dict, files: RunFiles, shards: list[ReportShard]) -> ReportProgress:
+    """The run against its plan, from the committed shards: rows and tokens done, the rate
+    of every shard group together over the window from the first committed shard's start
+    to the last one's end, the time left at that rate, and the slowest shards. The same
+    figures in report.json and in the UI's view of a run still running."""
+    committed = {s["name"]: s for s in shards if s["committed"]}
+    rows_planned = plan.get("prompt_rows")
+    rows_done = sum(s["rows_in"] or 0 for s in committed.values())
+    tokens = sum(s["output_tokens"] for s in committed.values())
+    times = [((shard.commit or {}).get("timings") or {}) for shard in files.shards
+             if shard.name in committed]
+    starts = [_instant(t.get("started")) for t in times]
+    ends = [_instant(t.get("finished")) for t in times]
+    window = (max(e for e in ends if e) - min(s for s in starts if s)).total_seconds() \
+        if any(starts) and any(ends) else None
+    rate = rows_done / window if window else None
+    slow = sorted((s for s in committed.values() if s["wall_s"] is not None),
+                  key=lambda s: (-s["wall_s"], s["name"]))[:SLOWEST]
+    return {
+        "rows_planned": rows_planned,
+        "rows_done": rows_done,
+        "done_share": share(rows_done, rows_planned or 0),
+        "output_tokens": tokens,
+        "window_s": round(window, 3) if window is not None else None,
+        "rows_per_s": round(rate, 4) if rate else None,
+        "tokens_per_s": per_second(tokens, window),
+        "eta_s": (round(max(rows_planned - rows_done, 0) / rate, 1)
+                  if rate and rows_planned is not None else None),
+        "slowest": [{"name": s["name"], "wall_s": s["wall_s"],
+                     "tokens_per_s": s["tokens_per_s"]} for s in slow],
+    }
+
+
+def _instant(value: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
 
 
 def _per_1b(usd: float, tokens: int) -> float | None:
@@ -268,6 +313,7 @@ def build_report(
             "wall_s": round(wall_s, 3),
             "generating_fraction": round(generation_s / wall_s, 4) if wall_s else None,
         },
+        "progress": progress_figures(plan, files, shards),
         "cost": None if gpu_hour_usd is None else cost_figures(
             device_s, sum(s["output_tokens"] for s in committed), gpu_hour_usd,
             gated_device_s, quality["usable_output_tokens"] if quality else 0),

@@ -234,6 +234,24 @@ class ReportTokens(TypedDict):
     generating_fraction: float | None  # generation_s / wall_s
 
 
+class ReportSlowShard(TypedDict):
+    name: str
+    wall_s: float
+    tokens_per_s: float | None
+
+
+class ReportProgress(TypedDict):
+    rows_planned: int | None  # shards.json's prompt rows
+    rows_done: int  # rows of the committed shards (generated + quarantined)
+    done_share: float | None  # rows_done / rows_planned
+    output_tokens: int  # of the committed shards
+    window_s: float | None  # first committed shard's start to the last one's end
+    rows_per_s: float | None  # rows_done / window_s: every shard group together
+    tokens_per_s: float | None  # output_tokens / window_s
+    eta_s: float | None  # rows left / rows_per_s, from the last commit (None: no rate yet)
+    slowest: list[ReportSlowShard]  # the committed shards with the longest wall time
+
+
 class ReportCost(TypedDict):
     gpu_hour_usd: float
     device_hours: float
@@ -319,6 +337,7 @@ class ReportJson(TypedDict):
     stitch: ReportStitch
     rephrase: ReportRephrase
     tokens: ReportTokens
+    progress: ReportProgress  # against the plan: what the UI shows while the run runs
     cost: ReportCost | None  # None where no price was given (the UI's view so far)
     shards: list[ReportShard]
     lengths: ReportLengths | None  # None where the parquet parts were not read

@@ -210,6 +210,29 @@ def test_in_progress_run_shows_what_exists_so_far(in_progress_run):
     assert client.get(f"/figure/rows_generated?run={quote(run_url, safe='')}").status_code == 404
 
 
+def test_in_progress_run_shows_its_progress_and_reloads_itself(in_progress_run):
+    """Rows and tokens against the plan, the rate and the time left, from the committed
+    shard, and a page that refreshes while no report.json exists; the finished run's
+    page does not refresh."""
+    client = client_for(f"file://{in_progress_run.parents[1]}")
+    doc = page(client.get(f"/report?run={quote(f'file://{in_progress_run}', safe='')}"))
+    commit0 = json.loads((in_progress_run / "generated/shard-00000/_COMMITTED.json").read_text())
+    assert figure(doc, "progress_rows") == str(commit0["rows_in"])
+    assert float(figure(doc, "progress_share")) == round(commit0["rows_in"] / 11, 4)
+    assert figure(doc, "progress_tokens") == str(commit0["output_tokens"])
+    assert float(figure(doc, "progress_eta_s")) > 0  # rows are left
+    assert "shard-00000" in doc.xpath("string(//*[@data-slowest])")
+    (refresh,) = doc.xpath('//meta[@http-equiv="refresh"]')
+    assert int(refresh.get("content")) == 30
+
+
+def test_a_finished_runs_page_does_not_reload(engine_run):
+    client = client_for(f"file://{engine_run.parents[1]}")
+    doc = page(client.get(f"/report?run={quote(f'file://{engine_run}', safe='')}"))
+    assert doc.xpath('//meta[@http-equiv="refresh"]') == []
+    assert figure(doc, "progress_eta_s") == "0.0"
+
+
 def test_dag_run_view_resolves_the_run_folder(engine_run, in_progress_run):
     folders = {RUN_ID: f"file://{engine_run}", "manual__later": f"file://{in_progress_run}"}
     client = client_for("file:///nowhere", resolve=lambda dag_id, run_id: folders.get(run_id))
