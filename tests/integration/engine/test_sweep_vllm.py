@@ -134,9 +134,9 @@ def _worker_engine_args(tmp_path: Path, model: Path, engine_args: str | None,
     seen: dict = {}
 
     class Recording(engines.EchoEngine):  # records what the worker would ask vLLM for
-        def __init__(self, model_dir, args, sampling, tuned=None):
+        def __init__(self, model_dir, args, sampling, tuned=None, window=None):
             super().__init__()
-            seen.update(choose(hardware.cpu_hardware(), args, tuned, model_dir).args)
+            seen.update(choose(hardware.cpu_hardware(), args, tuned, model_dir, window).args)
 
     parser = argparse.ArgumentParser()
     rephrase_command.add_arguments(parser)
