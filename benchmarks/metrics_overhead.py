@@ -8,7 +8,7 @@ run's ``time.process_time()`` is taken and the medians compared. Metrics "on" is
 task with a Pushgateway has (a registry updated per row); the pushes themselves run in
 their own thread every 15 s, not per row, and go nowhere here.
 
-    .venv-worker/bin/python benchmarks/metrics_overhead.py [--rows 4000] [--rounds 7]
+    .venv-worker/bin/python benchmarks/metrics_overhead.py [--rows 40000] [--rounds 9]
 
 Last line: ``RESULT metrics_overhead us_per_row=X rows=N isa=...``: X = (median CPU
 seconds on - median off) / N, in microseconds; it can come out negative (noise) or
@@ -58,8 +58,8 @@ def one_run(tmp: Path, index: int, rows: int, metrics: bool) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=4000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rows", type=int, default=40000)
+    parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     print_machine()
     figures: dict[bool, list[float]] = {False: [], True: []}
