@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import logging
 import time
-from pathlib import Path
 
 import pyarrow.compute as pc
 
@@ -21,11 +20,9 @@ from synthfactory.cli_types import (
 from synthfactory.errors import PermanentError
 from synthfactory.metrics import RephraseMetrics, step_labels
 from synthfactory.model import default_model_dir
-from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
-from synthfactory.rephrase.engine_args import TUNED_FILE, parse_engine_args, read_tuned
-from synthfactory.rephrase.engine_choice import check_window
-from synthfactory.rephrase.engine_spec import ENGINES, EngineSpec
-from synthfactory.rephrase.vllm_checks import check_engine_args
+from synthfactory.rephrase.engine_args import parse_engine_args
+from synthfactory.rephrase.engine_registry import add_engine_arguments, engine_kind
+from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
 log = logging.getLogger(__name__)
@@ -68,14 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "places replicas by their resources")
     parser.add_argument("--max-shard-attempts", type=positive_int, default=3,
                         help="Ray: times a shard is handed out again after its replica died")
-    parser.add_argument("--engine", choices=ENGINES, default="vllm",
-                        help="vllm: vLLM's offline engine in this process; openai: an "
-                             "OpenAI-compatible server (--endpoint); echo: a deterministic "
-                             "stand-in engine (tests, dry runs)")
-    add_endpoint_arguments(parser)
-    parser.add_argument("--echo-delay-s", type=non_negative_float, default=0.0,
-                        help="--engine echo: seconds each poll of the stand-in engine takes "
-                             "(a dry run whose shards take time: benchmarks/orchestration.py)")
+    # --engine and each engine's own flags (--endpoint ..., --echo-delay-s): its entry's
+    add_engine_arguments(parser, "rephrase")
 
 
 def _max_new_tokens(shard_urls: list[str], given: int | str) -> int:
@@ -99,38 +90,29 @@ def run(args: argparse.Namespace) -> dict:
     for url in args.shard:  # all of them, before any engine is loaded
         if not storage.exists(url):
             raise PermanentError(f"--shard {url}: not found")
-    _check_endpoint(args)
+    kind = engine_kind(args.engine)
+    kind.check(args)  # the engine's flags together, before any shard is read
+    if _pooled(args):
+        kind.check_pool()
     model = args.model or str(default_model_dir())
     given = parse_engine_args(args.engine_args)
-    if args.engine == "openai" and given:
-        raise PermanentError("--engine-args: the engine's arguments belong to the server "
-                             "with --engine openai (start it with them); got "
-                             f"{sorted(given)}")
-    tuned = read_tuned(model) if args.engine == "vllm" else None
-    if args.engine == "vllm":  # vLLM's own definitions, before any shard is read or loaded
-        check_window(given, args.max_model_len, "--engine-args")  # one window, stitch to engine
-        check_engine_args(tuned["engine_args"] if tuned else {}, f"{Path(model) / TUNED_FILE}")
-        check_engine_args(given, "--engine-args")
+    tuned = kind.check_engine_args(given, model, args.max_model_len)
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
                 "max_tokens": _max_new_tokens(args.shard, args.max_new_tokens)}
     options = WorkerOptions(model=model, checkpoint_rows=args.checkpoint_rows,
                             max_in_flight=args.max_in_flight, sampling=sampling,
                             per_row_budgets=args.max_new_tokens == AUTO)
-    spec = EngineSpec(model=model, engine_args=given, tuned=tuned, sampling=sampling,
-                      engine=args.engine, endpoint=args.endpoint,
-                      served_model=args.served_model, endpoint_retry_s=args.endpoint_retry_s,
-                      max_in_flight=args.max_in_flight, echo_delay_s=args.echo_delay_s,
-                      window=args.max_model_len)
+    spec = EngineSpec(model=model, engine=kind.name, engine_args=given, tuned=tuned,
+                      sampling=sampling, max_in_flight=args.max_in_flight,
+                      window=args.max_model_len, settings=kind.settings(args))
     shards = [storage.normalize(url) for url in args.shard]
     pool = engine = None
-    if args.replicas > 1 or args.ray_address or args.replicas_per_node:
+    if _pooled(args):
         from synthfactory.rephrase.ray_pool import PoolOptions, rephrase_on_ray
 
         gpus = args.gpus_per_replica
         if gpus is None:
-            from synthfactory.rephrase.engines import has_cuda
-
-            gpus = 1.0 if args.engine == "vllm" and has_cuda() else 0.0
+            gpus = kind.default_gpus_per_replica()
         results, pool = rephrase_on_ray(
             shards, args.out, spec, options,
             PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
@@ -162,31 +144,13 @@ def run(args: argparse.Namespace) -> dict:
         "tokens_per_s": round(output_tokens / generation_s, 1) if generation_s else None,
         **_task_timings(ran, time.monotonic() - started, pool["replicas"] if pool else 1),
         **({"ray": pool} if pool else {}),
-        **({"endpoint": _endpoint_summary(engine)} if args.engine == "openai" and not pool
-           else {}),
+        **({} if pool else kind.summary(engine)),  # the engine's own figures, if any
     }
 
 
-def _check_endpoint(args: argparse.Namespace) -> None:
-    """The endpoint flags make sense together, before any shard is read."""
-    if args.engine != "openai":
-        return
-    check_endpoint_arguments(args)
-    if args.replicas > 1 or args.ray_address or args.replicas_per_node:
-        raise PermanentError("--replicas/--ray-address: engine replicas are the offline "
-                             "engine's (--replicas-per-node too); with --engine openai the "
-                             "server scales, and "
-                             "--max-in-flight sets how many requests it is given at once")
-
-
-def _endpoint_summary(engine) -> dict:
-    """What the server was, and how often it had to be waited for (None: every shard
-    was already committed, the endpoint was never asked)."""
-    if engine is None:
-        return {"asked": False}
-    return {"asked": True, "url": engine.base, "served_model": engine.served_model,
-            "server": engine.server, "retries": dict(engine.retries),
-            "rejected": len(engine.rejections)}
+def _pooled(args: argparse.Namespace) -> bool:
+    """The shards go to Ray replicas, not to one engine in this process."""
+    return bool(args.replicas > 1 or args.ray_address or args.replicas_per_node)
 
 
 def _task_timings(ran: list[dict], wall_s: float, engines: int) -> dict:

@@ -12,24 +12,23 @@ comes back fails the task with a retryable exit code, after the worker saved the
 already finished. A request the server refuses (400: a prompt over the context...) is
 quarantined with the server's own message. The API key comes from the environment
 (an Airflow connection or a Kubernetes Secret), never argv, and is never logged.
+
+This module is the HTTP engine only; its flags, their checks and its construction are
+its registry entry's (engine_registry/openai_endpoint.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import email.utils
 import json
 import logging
-import os
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from synthfactory.cli_types import positive_float
-from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
 from synthfactory.errors import PermanentError, RetryableError
 from synthfactory.rephrase.engines import Completion
 
@@ -41,30 +40,6 @@ RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 REJECTED_STATUS = frozenset({400, 413, 422})  # this request, not the server: quarantine it
 MAX_BACKOFF_S = 30.0
 POLL_WAIT_S = 0.5  # poll() returns after this long even if nothing finished
-
-
-def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--endpoint``, ``--served-model`` and ``--endpoint-retry-s``: the same flags for
-    every command that can talk to an endpoint (rephrase, sweep)."""
-    parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
-                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
-                             f"its API key is read from ${ENDPOINT_API_KEY_ENV}, never argv")
-    parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
-                        help="--engine openai: the model name the server serves (default "
-                             f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
-    parser.add_argument("--endpoint-retry-s", type=positive_float, default=600.0,
-                        help="--engine openai: how long one request may keep failing (429, "
-                             "5xx, server down) before the task fails, retryably")
-
-
-def check_endpoint_arguments(args: argparse.Namespace) -> None:
-    """With ``--engine openai``: an endpoint is given and is a usable URL, before any
-    shard is read."""
-    if args.engine != "openai":
-        return
-    if not args.endpoint:
-        raise PermanentError(f"--engine openai: give --endpoint URL (or set {ENDPOINT_URL_ENV})")
-    api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
 
 
 class EndpointUnavailable(RetryableError):

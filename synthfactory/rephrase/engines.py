@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -200,3 +201,15 @@ class EchoEngine:
 
     def in_flight(self) -> int:
         return len(self._queue)
+
+
+class SlowEcho(EchoEngine):
+    """The echo engine taking ``delay_s`` per poll, like a model that takes time."""
+
+    def __init__(self, delay_s: float):
+        super().__init__(per_poll=2)
+        self.delay_s = delay_s
+
+    def poll(self):
+        time.sleep(self.delay_s)
+        return super().poll()

@@ -39,9 +39,10 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from synthfactory.errors import RetryableError, SynthfactoryError
+from synthfactory.rephrase.engine_registry import engine_kind
 from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
@@ -74,14 +75,8 @@ class _Replica:
 
         self.index = index
         gpu_ids = ray.get_gpu_ids()
-        if gpu_ids and spec.engine == "vllm":
-            from synthfactory.rephrase.engines import has_cuda
-
-            if not has_cuda():
-                raise SynthfactoryError(
-                    f"replica {index}: Ray assigned GPU(s) {gpu_ids} but CUDA is not visible "
-                    "in this process (driver, CUDA_VISIBLE_DEVICES or device plugin); refusing "
-                    "to run the CPU engine on a GPU slot")
+        if gpu_ids:  # the offline engine's entry refuses a GPU slot it cannot see
+            engine_kind(spec.engine).check_replica_devices(gpu_ids, index)
         if cores:
             os.sched_setaffinity(0, cores)
         self.spec = spec
@@ -150,17 +145,9 @@ def placement_nodes(nodes: list[dict], replicas: int, per_node: int, cpus: float
 
 
 def _engine_args_for(spec: EngineSpec, gpus: float) -> EngineSpec:
-    """The executor backend is chosen, not left to vLLM's guess inside a Ray worker:
-    one GPU runs in-process ("uni"); several use vLLM's own processes ("mp") on the
-    GPUs Ray gave this replica, not a nested Ray placement group."""
-    if spec.engine != "vllm":
-        return spec
-    args = dict(spec.engine_args)
-    tensor_parallel = max(1, int(gpus))
-    args.setdefault("tensor_parallel_size", tensor_parallel)
-    args.setdefault("distributed_executor_backend",
-                    "uni" if args["tensor_parallel_size"] == 1 else "mp")
-    return replace(spec, engine_args=args)
+    """The spec a replica with ``gpus`` GPUs builds from: its engine's entry decides
+    (the offline engine chooses its executor backend, engine_registry/offline.py)."""
+    return engine_kind(spec.engine).for_replica(spec, gpus)
 
 
 def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec,

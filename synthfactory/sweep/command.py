@@ -26,13 +26,11 @@ from synthfactory import storage
 from synthfactory.cli_types import positive_float
 from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.model import default_model_dir
-from synthfactory.rephrase.endpoint import add_endpoint_arguments, check_endpoint_arguments
+from synthfactory.rephrase.engine_registry import add_engine_arguments, engine_kind
 from synthfactory.rephrase.engines import has_cuda
-from synthfactory.rephrase.vllm_checks import check_engine_args
 from synthfactory.sweep import report
 from synthfactory.sweep.decision import check_rounds, decide
 from synthfactory.sweep.grid import (
-    check_endpoint_config,
     config_key,
     config_label,
     expand_grid,
@@ -80,11 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rerun trials that failed in an earlier run")
     parser.add_argument("--trial-timeout", type=positive_float, default=1800,
                         help="seconds one trial may take")
-    parser.add_argument("--engine", choices=("vllm", "openai"), default="vllm",
-                        help="vllm: vLLM's offline engine, one process per trial; openai: "
-                             "an OpenAI-compatible server (--endpoint), sweeping client "
-                             "knobs (max_in_flight)")
-    add_endpoint_arguments(parser)
+    # --engine (the engines a sweep can measure) and each one's own flags: its entry's
+    add_engine_arguments(parser, "sweep")
 
 
 def sample_rows(total: int, wanted: int) -> list[int]:
@@ -104,7 +99,7 @@ def _check(args: argparse.Namespace) -> None:
         raise SynthfactoryError("--gpu-hour-cost must not be negative")
     check_margin(args.safety_margin)
     check_rounds(args.rounds)
-    check_endpoint_arguments(args)
+    engine_kind(args.engine).check(args)
 
 
 def _shard_rows(shard: str) -> int:
@@ -140,17 +135,16 @@ def candidates(entries: list[dict], margin: float, cuda: bool,
 
 def run(args: argparse.Namespace) -> dict:
     _check(args)
-    endpoint = args.engine == "openai"
+    kind = engine_kind(args.engine)
+    local = kind.local_devices  # else a server's: its devices and its model are not ours
     model = args.model or str(default_model_dir())
-    if args.apply and not endpoint and not Path(model).is_dir():  # say so before hours
+    if args.apply and local and not Path(model).is_dir():  # say so before hours
         raise SynthfactoryError(f"--model {model}: not a local folder, so the winner cannot "
                                 "be written next to it (use --no-apply)")
     entries = expand_grid(load_grid(args.grid), baseline=False)
     for config in entries:  # a misspelt key fails now, not as a failed trial an hour later
-        where = f"--grid configuration {config_label(config)}"
-        check_endpoint_config(config, where) if endpoint else check_engine_args(config, where)
-    pool, skipped = candidates(entries, args.safety_margin, not endpoint and has_cuda(),
-                               endpoint)
+        kind.check_grid_entry(config, f"--grid configuration {config_label(config)}")
+    pool, skipped = candidates(entries, args.safety_margin, local and has_cuda(), not local)
     for label, reason in skipped.items():
         print(f"skipped on the CPU build, GPU-only: {label} ({reason})", flush=True)
     if not pool:
@@ -164,16 +158,15 @@ def run(args: argparse.Namespace) -> dict:
     folder = SweepFolder(args.out)
     # Same sample and same candidates, or a resumed round would not be the round it
     # pretends to be; more --rounds extend a sweep.
-    served = ({"url": args.endpoint, "served_model": args.served_model} if endpoint else None)
     folder.claim({"shard": shard, "model": model, "rows": rows, "sampling": sampling,
                   "warmup_rows": args.warmup_rows, "candidates": [c["key"] for c in pool],
-                  **({"endpoint": served} if endpoint else {})})
+                  **kind.sweep_claim(args)})
     # A plain dict per trial: whatever the trial process needs travels in it (never the
     # endpoint's key: the trial reads it from the environment it inherits).
     spec = {"model": model, "shard": shard, "rows": rows, "sampling": sampling,
             "warmup_rows": min(args.warmup_rows, len(rows)),
-            "warmup_tokens": min(16, args.max_new_tokens),
-            **({"endpoint": {**served, "retry_s": args.endpoint_retry_s}} if endpoint else {})}
+            "warmup_tokens": min(16, args.max_new_tokens), "engine": kind.name,
+            **kind.trial_spec(args)}
     measure = _Measure(folder, spec, args)
     halving = halve(measure, DEFAULTS, pool, args.rounds)
     finalist = halving["finalist"]
@@ -261,13 +254,10 @@ def _winner(decision: dict | None, halving: dict, rows: list[dict],
                    "max_new_tokens": args.max_new_tokens},
     }
     engine_args = applied["config"]
-    if args.engine == "openai":  # the server's model folder is not ours: say how to use it
-        provenance["endpoint"] = {"url": args.endpoint, "served_model": args.served_model}
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in engine_args.items())
-        print(f"not written next to a model (an endpoint's client knobs): rephrase with "
-              f"{flags or 'the defaults'}", flush=True)
+    kind = engine_kind(args.engine)
+    kind.note_winner(args, engine_args, provenance)  # a server's: how to use it instead
     applied_to = (write_tuned(model, engine_args, provenance, hardware)
-                  if args.apply and args.engine != "openai" else None)
+                  if args.apply and kind.local_devices else None)
     storage.write_json(folder.winner_url, {"engine_args": engine_args, "hardware": hardware,
                                            "provenance": provenance, "applied_to": applied_to})
     return {"engine_args": engine_args, "label": applied["label"], "applied_to": applied_to,

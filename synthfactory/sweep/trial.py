@@ -6,7 +6,8 @@ out-of-memory error can leave CUDA unusable, and an invalid combination can fail
 anywhere between argument parsing and the first step. The child builds the worker's own
 engine (``VllmEngine``: built-in defaults under the configuration, the chat template
 through ``enqueue_chat``; or, against an endpoint, the endpoint engine with the
-configuration's client knobs), warms it up, then times the sample. It writes its result file
+configuration's client knobs: the engine's registry entry, ``trial_engine``), warms it
+up, then times the sample. It writes its result file
 and exits 0, or writes the error and exits 1; a child killed outright (the kernel's
 OOM killer) writes nothing, and the parent records that.
 """
@@ -23,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from synthfactory import storage
+from synthfactory.rephrase.engine_registry import DEFAULT_ENGINE, engine_kind
 from synthfactory.rephrase.engine_spec import describe
 
 OOM = re.compile(r"out of memory|OutOfMemory|No available memory|insufficient memory|"
@@ -58,19 +60,6 @@ def drain(engine, conversations: list[list[dict]]) -> dict:
             "rejection": next(iter(engine.rejections.values()), None)}
 
 
-def _effective(engine) -> dict:
-    """What vLLM actually used (its own defaults filled in), for the report."""
-    try:
-        config = engine.llm.llm_engine.vllm_config
-        return {"max_num_seqs": config.scheduler_config.max_num_seqs,
-                "max_num_batched_tokens": config.scheduler_config.max_num_batched_tokens,
-                "gpu_memory_utilization": config.cache_config.gpu_memory_utilization,
-                "dtype": str(config.model_config.dtype).removeprefix("torch."),
-                "enable_prefix_caching": config.cache_config.enable_prefix_caching}
-    except AttributeError:  # another vLLM version: the report just shows less
-        return {}
-
-
 def _peak_rss_mb() -> float:
     # ru_maxrss is KiB on Linux; children covers engine-core processes on GPU builds.
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -78,59 +67,28 @@ def _peak_rss_mb() -> float:
     return round(max(own, children) / 1024, 1)
 
 
-def _vllm_engine(spec: dict):
-    from synthfactory.rephrase.engines import VllmEngine
-
-    return VllmEngine(spec["model"], spec["config"], spec["sampling"])
-
-
-def _endpoint_engine(spec: dict):
-    """The rephrase worker's own endpoint engine; its key comes from the environment."""
-    from synthfactory.rephrase.engine_spec import EngineSpec
-
-    endpoint = spec["endpoint"]
-    return EngineSpec(model=spec["model"], sampling=spec["sampling"], engine="openai",
-                      endpoint=endpoint["url"], served_model=endpoint.get("served_model"),
-                      endpoint_retry_s=endpoint["retry_s"],
-                      max_in_flight=spec["config"].get("max_in_flight", 256)).build()
-
-
-def _warm_up(engine, spec: dict, conversations: list[list[dict]]) -> float:
+def _warm_up(kind, engine, spec: dict, conversations: list[list[dict]]) -> float:
     """A few short requests pay the first-step costs outside the timed run."""
     if not spec["warmup_rows"]:
         return 0.0
-    few = conversations[: spec["warmup_rows"]]
-    if spec.get("endpoint"):
-        saved = engine.sampling
-        engine.sampling = {**saved, "max_tokens": spec["warmup_tokens"]}
-        try:
-            return drain(engine, few)["seconds"]
-        finally:
-            engine.sampling = saved
-    from vllm import SamplingParams
-
-    timed_params = engine.params
-    engine.params = SamplingParams(**{**spec["sampling"], "max_tokens": spec["warmup_tokens"]})
-    try:
-        return drain(engine, few)["seconds"]
-    finally:
-        engine.params = timed_params
+    with kind.warm_up_budget(engine, spec["warmup_tokens"]):
+        return drain(engine, conversations[: spec["warmup_rows"]])["seconds"]
 
 
 def measure(spec: dict) -> dict:
     conversations = read_conversations(spec["shard"], spec["rows"])
+    kind = engine_kind(spec.get("engine", DEFAULT_ENGINE))  # the sweep's --engine
     started = time.monotonic()
-    engine = _endpoint_engine(spec) if spec.get("endpoint") else _vllm_engine(spec)
+    engine = kind.trial_engine(spec)
     startup_s = time.monotonic() - started
-    warmup_s = _warm_up(engine, spec, conversations)
+    warmup_s = _warm_up(kind, engine, spec, conversations)
     run = drain(engine, conversations)
     if run["rejected"] or engine.rejections:
         raise RuntimeError(f"{max(run['rejected'], len(engine.rejections))} of "
                            f"{len(conversations)} requests rejected by the engine: "
                            f"{run['rejection']}")
     seconds = run["seconds"]
-    effective = ({"max_in_flight": engine.engine_args["max_in_flight"]}
-                 if spec.get("endpoint") else _effective(engine))
+    effective = kind.effective(engine)  # what the engine actually used, for the report
     choice = getattr(engine, "choice", None)  # the offline engine's: what it ran on, and why
     return {
         "status": "ok", "device": engine.device, "engine_args": engine.engine_args,

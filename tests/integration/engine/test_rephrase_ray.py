@@ -28,6 +28,7 @@ import pytest
 from synthfactory import storage
 from synthfactory.errors import SynthfactoryError
 from synthfactory.model import default_model_dir, is_ready
+from synthfactory.rephrase.engine_registry import EchoSettings
 from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.ray_pool import (
     PoolOptions,
@@ -100,7 +101,8 @@ def test_two_replicas_survive_a_killed_actor_exactly_once(run_url, shards, tmp_p
 
 def _killed_then_rerun(run_url, shards, killed, watcher):
     results, figures = rephrase_on_ray(
-        shards, None, EngineSpec(model="echo", engine="echo", echo_delay_s=0.02),
+        shards, None, EngineSpec(model="echo", engine="echo",
+                                  settings=EchoSettings(delay_s=0.02)),
         WorkerOptions(model="echo", checkpoint_rows=4),
         PoolOptions(replicas=2, max_attempts=3))
     watcher.join(5)

@@ -11,7 +11,8 @@ import pytest
 
 from synthfactory import cli, storage
 from synthfactory.contract import RunFolder, build_report, paths, shard_figures
-from synthfactory.rephrase.engine_spec import EngineSpec, SlowEcho
+from synthfactory.rephrase.engine_spec import EngineSpec
+from synthfactory.rephrase.engines import SlowEcho
 from tests.support.shards import write_prompt_shard
 
 STARTUP_S = 0.4  # the slow-starting engine's start-up

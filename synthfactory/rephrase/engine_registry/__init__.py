@@ -1,0 +1,60 @@
+"""The generation engines a command can run, each one entry of this registry: vLLM's
+offline engine, an OpenAI-compatible endpoint, and the echo stand-in (docs/adr/0135).
+
+Each entry (``EngineKind``, base.py) owns its flags, their checks, its defaults, the
+spec's settings it takes from its flags, the engine it builds and what the task's
+summary says of it; ``rephrase``, ``sweep``, the Ray pool and the sweep's trial process
+ask the entry instead of branching on the engine's name. A new engine is one new
+module here and one line in ``REGISTRY``.
+tests/unit/engine/test_engine_registry.py fails on any branch on an engine's name
+outside this package.
+
+Nothing here imports vLLM, torch, httpx or Ray: each is imported where its engine is
+built.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from synthfactory.errors import SynthfactoryError
+from synthfactory.rephrase.engine_registry.base import EngineKind
+from synthfactory.rephrase.engine_registry.echo import Echo, EchoSettings
+from synthfactory.rephrase.engine_registry.offline import OfflineVllm
+from synthfactory.rephrase.engine_registry.openai_endpoint import (
+    EndpointSettings,
+    OpenAIEndpoint,
+)
+
+# In the order the command line lists them (argparse's choices, the --engine help).
+REGISTRY: dict[str, EngineKind] = {kind.name: kind
+                                   for kind in (OfflineVllm(), Echo(), OpenAIEndpoint())}
+DEFAULT_ENGINE = OfflineVllm.name
+ENGINES = tuple(REGISTRY)
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "REGISTRY", "EchoSettings", "EndpointSettings",
+           "EngineKind", "add_engine_arguments", "engine_kind", "engines_of"]
+
+
+def engine_kind(name: str) -> EngineKind:
+    """The registry's entry for the engine named ``name`` on the command line."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise SynthfactoryError(f"--engine {name!r}: expected one of {ENGINES}") from None
+
+
+def engines_of(command: str) -> list[EngineKind]:
+    """The engines ``command`` can run, in the registry's order."""
+    return [kind for kind in REGISTRY.values() if command in kind.commands]
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``--engine`` with the engines ``command`` can run, then each one's own flags."""
+    kinds = engines_of(command)
+    parser.add_argument("--engine", choices=tuple(kind.name for kind in kinds),
+                        default=DEFAULT_ENGINE,
+                        help="; ".join(f"{kind.name}: {kind.commands[command]}"
+                                       for kind in kinds))
+    for kind in kinds:
+        kind.add_arguments(parser)

@@ -1,0 +1,152 @@
+"""``--engine openai``: any OpenAI-compatible server (``vllm serve``, SGLang, a gateway)
+through the HTTP engine of ``synthfactory/rephrase/endpoint.py``; here its flags, their
+checks, and the engine's construction (docs/rephrase.md, docs/adr/0120).
+
+The API key is read from the environment where the engine is built, never carried in
+the spec (a spec is pickled to Ray replicas and trial processes) nor in argv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from synthfactory.cli_types import positive_float
+from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
+from synthfactory.errors import PermanentError
+from synthfactory.rephrase.endpoint import api_base
+from synthfactory.rephrase.engine_registry.base import EngineKind
+
+DEFAULT_RETRY_S = 600.0
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """Where, and which served model; how long one request may keep failing."""
+
+    url: str | None = None
+    served_model: str | None = None
+    retry_s: float = DEFAULT_RETRY_S
+
+
+def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--endpoint``, ``--served-model`` and ``--endpoint-retry-s``: the same flags for
+    every command that can talk to an endpoint (rephrase, sweep)."""
+    parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
+                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
+                             f"its API key is read from ${ENDPOINT_API_KEY_ENV}, never argv")
+    parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
+                        help="--engine openai: the model name the server serves (default "
+                             f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
+    parser.add_argument("--endpoint-retry-s", type=positive_float, default=DEFAULT_RETRY_S,
+                        help="--engine openai: how long one request may keep failing (429, "
+                             "5xx, server down) before the task fails, retryably")
+
+
+def check_endpoint_arguments(args: argparse.Namespace) -> None:
+    """An endpoint is given and is a usable URL, before any shard is read."""
+    if not args.endpoint:
+        raise PermanentError(f"--engine openai: give --endpoint URL (or set {ENDPOINT_URL_ENV})")
+    api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
+
+
+class OpenAIEndpoint(EngineKind):
+    name = "openai"
+    commands = {"rephrase": "an OpenAI-compatible server (--endpoint)",
+                "sweep": "an OpenAI-compatible server (--endpoint), sweeping client knobs "
+                         "(max_in_flight)"}
+    local_devices = False  # the server's devices are not ours to count or write next to
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_endpoint_arguments(parser)
+
+    def check(self, args: argparse.Namespace) -> None:
+        check_endpoint_arguments(args)
+
+    def check_pool(self) -> None:
+        raise PermanentError("--replicas/--ray-address: engine replicas are the offline "
+                             "engine's (--replicas-per-node too); with --engine openai the "
+                             "server scales, and "
+                             "--max-in-flight sets how many requests it is given at once")
+
+    def check_engine_args(self, given: dict, model: str, window: int | None) -> dict | None:
+        if given:
+            raise PermanentError("--engine-args: the engine's arguments belong to the server "
+                                 "with --engine openai (start it with them); got "
+                                 f"{sorted(given)}")
+        return None
+
+    def settings(self, args: argparse.Namespace) -> EndpointSettings:
+        return EndpointSettings(url=args.endpoint, served_model=args.served_model,
+                                retry_s=args.endpoint_retry_s)
+
+    def build(self, spec):
+        from synthfactory.rephrase.endpoint import EndpointOptions, OpenAIEndpointEngine
+
+        settings = spec.settings or EndpointSettings()
+        if not settings.url:
+            raise PermanentError("--engine openai: no endpoint (give --endpoint URL or set "
+                                 f"{ENDPOINT_URL_ENV})")
+        options = EndpointOptions(url=settings.url, model=settings.served_model,
+                                  api_key=os.environ.get(ENDPOINT_API_KEY_ENV) or None,
+                                  retry_s=settings.retry_s,
+                                  connect_wait_s=min(30.0, settings.retry_s),
+                                  window=spec.window)
+        return OpenAIEndpointEngine(options, spec.sampling, spec.max_in_flight)
+
+    def summary(self, engine) -> dict:
+        """What the server was, and how often it had to be waited for (``asked``
+        False: every shard was already committed, the endpoint was never asked)."""
+        if engine is None:
+            return {"endpoint": {"asked": False}}
+        return {"endpoint": {"asked": True, "url": engine.base,
+                             "served_model": engine.served_model, "server": engine.server,
+                             "retries": dict(engine.retries),
+                             "rejected": len(engine.rejections)}}
+
+    # -- the sweep: the client's knobs against a server someone else started ------------
+    def check_grid_entry(self, config: dict, where: str) -> None:
+        from synthfactory.sweep.grid import check_endpoint_config
+
+        check_endpoint_config(config, where)
+
+    def sweep_claim(self, args: argparse.Namespace) -> dict:
+        return {"endpoint": {"url": args.endpoint, "served_model": args.served_model}}
+
+    def trial_spec(self, args: argparse.Namespace) -> dict:
+        return {"endpoint": {"url": args.endpoint, "served_model": args.served_model,
+                             "retry_s": args.endpoint_retry_s}}
+
+    def trial_engine(self, spec: dict):
+        """The rephrase worker's own endpoint engine; its key comes from the environment."""
+        from synthfactory.rephrase.engine_spec import EngineSpec
+
+        endpoint = spec["endpoint"]
+        return self.build(EngineSpec(
+            model=spec["model"], engine=self.name, sampling=spec["sampling"],
+            max_in_flight=spec["config"].get("max_in_flight", 256),
+            settings=EndpointSettings(url=endpoint["url"],
+                                      served_model=endpoint.get("served_model"),
+                                      retry_s=endpoint["retry_s"])))
+
+    @contextmanager
+    def warm_up_budget(self, engine, max_tokens: int):
+        saved = engine.sampling
+        engine.sampling = {**saved, "max_tokens": max_tokens}
+        try:
+            yield
+        finally:
+            engine.sampling = saved
+
+    def effective(self, engine) -> dict:
+        return {"max_in_flight": engine.engine_args["max_in_flight"]}
+
+    def note_winner(self, args: argparse.Namespace, engine_args: dict,
+                    provenance: dict) -> None:
+        """The server's model folder is not ours: say how to use the winner."""
+        provenance["endpoint"] = {"url": args.endpoint, "served_model": args.served_model}
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in engine_args.items())
+        print(f"not written next to a model (an endpoint's client knobs): rephrase with "
+              f"{flags or 'the defaults'}", flush=True)
