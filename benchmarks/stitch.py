@@ -73,14 +73,18 @@ def _pool(seed_chars: int = 40) -> tuple[str, np.ndarray]:
     return "\n\n".join(paragraphs), starts
 
 
-def build_corpus(root: Path, docs: int, files: int, seed: int) -> tuple[str, Counter]:
+def build_corpus(root: Path, docs: int, files: int, seed: int, *, max_chars: int = 14_000,
+                 long_fraction: float = 0.001) -> tuple[str, Counter]:
     """Write the corpus and its manifest under ``root``; return the manifest URL and the
-    bad rows injected, by kind."""
+    bad rows injected, by kind. ``max_chars`` caps a document's length and
+    ``long_fraction`` of them are 8,000-14,000 characters, past a 2,048-token window
+    (benchmarks/stitch_chunks.py: 4,000 and 0, a corpus that needs no chunks); the
+    defaults are this benchmark's corpus."""
     rng = np.random.default_rng(seed)
     pool, starts = _pool()
     n = docs - WRONG_TYPE_ROWS
-    lengths = np.clip(rng.lognormal(np.log(380), 0.85, n), 40, 14_000).astype(int)
-    very_long = rng.random(n) < 0.001  # documents past the context window
+    lengths = np.clip(rng.lognormal(np.log(380), 0.85, n), 40, max_chars).astype(int)
+    very_long = rng.random(n) < long_fraction  # documents past the context window
     lengths[very_long] = rng.integers(8_000, 14_000, int(very_long.sum()))
     texts: list[str | None] = []
     ids: list[str | None] = []
@@ -164,10 +168,10 @@ def _local(url: str) -> str:
 def _prompt_table(prompts_dir: str) -> pa.Table:
     table = read_prompts(prompts_dir)
     types = {"template_version": pa.int64(), "max_new_tokens": pa.int64(),
-             "prompt_tokens": pa.int64()}
+             "prompt_tokens": pa.int64(), "source_tokens": pa.int64()}
     table = table.select(["id", "template_id", "template_version", "style", "system", "user",
                           "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index",
-                          "chunk_count", "title", "heading_path", "shard"])
+                          "chunk_count", "title", "heading_path", "source_tokens", "shard"])
     paths = pc.binary_join(table.column("heading_path"), " > ")  # a list: compared as text
     table = table.set_column(table.schema.get_field_index("heading_path"), "heading_path", paths)
     types.update(chunk_index=pa.int64(), chunk_count=pa.int64())
@@ -215,7 +219,8 @@ def compare(spark_run: str, base_run: str, spark_plan: dict, base_plan: dict) ->
         problems.append("quarantine rows differ")
     if spark_plan["quarantine_reasons"] != base_plan["quarantine_reasons"]:
         problems.append("quarantine reason counts differ")
-    for key in ("rows_in", "prompt_rows", "quarantined", "chunked_documents", "chunks"):
+    for key in ("rows_in", "prompt_rows", "quarantined", "chunked_documents", "chunks",
+                "seed_tokens", "covered_tokens"):
         if spark_plan[key] != base_plan[key]:
             problems.append(f"{key}: spark {spark_plan[key]} baseline {base_plan[key]}")
     return problems

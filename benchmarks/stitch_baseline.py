@@ -32,7 +32,7 @@ from synthfactory.stitch.tokens import CHATML
 BATCH = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
 SHARD_COLUMNS = ["id", "template_id", "template_version", "style", "system", "user",
                  "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index", "chunk_count",
-                 "title", "heading_path"]
+                 "title", "heading_path", "source_tokens"]
 
 # ---------------------------------------------------------------- Spark's xxhash64 in numpy
 P1, P2, P3, P4, P5 = (np.uint64(p) for p in (
@@ -246,6 +246,7 @@ def stitch_baseline(
         "chunk_count": pa.array(np.ones(len(doc), np.int32)),
         "title": pa.nulls(len(doc), pa.string()),
         "heading_path": pa.nulls(len(doc), pa.list_(pa.string())),
+        "source_tokens": pa.array(doc_tokens[doc], pa.int64()),
     })
     parts, long_docs = _chunk_rows(tokenizer, good, texts, picked, templates, overhead,
                                    np.nonzero(too_long)[0], max_new_tokens, max_model_len)
@@ -285,6 +286,11 @@ def stitch_baseline(
         "styles_per_doc": styles_per_doc, "shard_tokens": shard_tokens,
         "chunked_documents": chunked_documents,
         "chunks": parts.num_rows // styles_per_doc,
+        # every document tokenised, once; those in prompt rows, once (a chunked one: the
+        # sum of its chunks' own counts, i.e. source_tokens over one style's rows)
+        "seed_tokens": int(doc_tokens.sum()),
+        "covered_tokens": int(prompts.column("source_tokens").to_numpy().sum())
+        // styles_per_doc,
     }
     assert prompts.num_rows == (rows_in - quarantine.num_rows - chunked_documents
                                 + plan["chunks"]) * styles_per_doc
@@ -331,13 +337,15 @@ def _chunk_rows(tokenizer, good: pa.Table, texts: pa.Array, picked: np.ndarray,
                     "prompt_tokens": chunk.tokens + int(overhead[t]) + context_tokens,
                     "max_new_tokens": max_new_tokens, "doc_id": doc_id, "chunk_index": i,
                     "chunk_count": n, "title": result.title,
-                    "heading_path": list(chunk.heading_path), "_doc": d, "_tpl": t})
+                    "heading_path": list(chunk.heading_path),
+                    "source_tokens": chunk.tokens, "_doc": d, "_tpl": t})
     schema = pa.schema([
         ("id", pa.string()), ("template_id", pa.string()), ("template_version", pa.int32()),
         ("style", pa.string()), ("system", pa.string()), ("user", pa.string()),
         ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()), ("doc_id", pa.string()),
         ("chunk_index", pa.int32()), ("chunk_count", pa.int32()), ("title", pa.string()),
-        ("heading_path", pa.list_(pa.string())), ("_doc", pa.int64()), ("_tpl", pa.int64())])
+        ("heading_path", pa.list_(pa.string())), ("source_tokens", pa.int64()),
+        ("_doc", pa.int64()), ("_tpl", pa.int64())])
     quarantine = pa.Table.from_pylist(bad, pa.schema([
         ("id", pa.string()), ("source", pa.string()), ("source_row", pa.int64()),
         ("reason", pa.string())]))

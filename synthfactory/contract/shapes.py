@@ -38,6 +38,12 @@ class ShardsJson(TypedDict):
     quarantine_url: str | None  # the stitch quarantine folder; None when nothing is there
     chunked_documents: int  # documents too long for the window, cut into chunks
     chunks: int  # their chunks: each one prompt row per style
+    # tokens of every document read and tokenised, each once; a document set aside before
+    # tokenising (a bad row, a repeated id, below the quality threshold) counts 0
+    seed_tokens: int
+    # seed tokens of the documents that became prompt rows, each once (not per style): the
+    # sum of source_tokens over one style's rows (a chunked document: its chunks' counts)
+    covered_tokens: int
     styles_per_doc: int
     shard_tokens: int
     max_new_tokens: int | str  # a fixed budget, or "auto" (per row: the shards' column)

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 READER_DDL = "id string, text string, quality double, source string, source_row long, reason string"
 SHARD_COLUMNS = ["id", "template_id", "template_version", "template_hash", "style", "system",
                  "user", "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index",
-                 "chunk_count", "title", "heading_path"]
+                 "chunk_count", "title", "heading_path", "source_tokens"]
 ORDER = ["source", "source_row", "template_id", "chunk_index"]
 CHUNK_ID_SEPARATOR = "#"  # a chunk row's id: {document id}#{chunk index}
 CHUNK_SCHEMA = pa.schema([
@@ -54,6 +54,12 @@ class StitchConfig:
     seed: int = 0
     master: str = "local[*]"
     partitions: int = 8  # read, range and shuffle partitions; raise it with the executors
+    # False: no chunks (ADR 0134): a document that does not fit the window is set aside
+    # with the reason stitch gave before chunks, "too long for the context window (P prompt
+    # + T new tokens > L)", and the chunk pass is skipped. The baseline of
+    # benchmarks/stitch_chunks.py (what chunking costs a corpus that needs none); not a CLI
+    # option.
+    chunking: bool = True
 
 
 def _chunk_limit(cfg: StitchConfig, overhead: int, ratio: float) -> int:
@@ -78,6 +84,16 @@ def _check_chunk_ids(parts, rows) -> None:
             f"document id {clash[0]['id']!r} is also the id of a chunk of the long document "
             f"{clash[0]['doc_id']!r} ({{document id}}{CHUNK_ID_SEPARATOR}{{index}}): "
             "rename one of them in the seeds")
+
+
+def _too_long_reason(worst, window: int):
+    """The reason stitch gave a document that did not fit before chunks (ADR 0134), as a
+    Spark column: ``worst`` is the struct (prompt_tokens, max_new_tokens) of its longest row."""
+    from pyspark.sql import functions as F
+
+    return F.format_string(
+        f"too long for the context window (%d prompt + %d new tokens > {window})",
+        worst["prompt_tokens"], worst["max_new_tokens"])
 
 
 def stitch(cfg: StitchConfig, spark) -> ShardsJson:
@@ -154,48 +170,88 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     )
     # A document fits when each of its K prompts and that row's full budget fit the window;
     # one that does not is cut into chunks sized for the tightest of its K templates.
+    cost = F.col("prompt_tokens") + F.col("max_new_tokens")
     per_doc = selected.groupBy("id").agg(
-        F.max(F.col("prompt_tokens") + F.col("max_new_tokens")).alias("longest"),
-        F.min("chunk_limit").alias("chunk_limit"))
-    too_long = per_doc.filter(F.col("longest") > cfg.max_model_len).select("id", "chunk_limit")
-    chunked = (
-        selected.filter(F.col("pick") == 1).select("id", "text", "source", "source_row")
-        .join(too_long, "id")
-        .mapInArrow(partial(_chunk_documents, tok=bc_tok, window=cfg.max_model_len),
-                    CHUNK_DDL)
-        .persist()
-    )
-    made = chunked.agg(
-        F.countDistinct(F.when(F.col("reason").isNull(), F.col("id"))).alias("documents"),
-        F.count(F.when(F.col("reason").isNull(), F.lit(1))).alias("chunks")).first()
-    chunked_documents, chunk_rows = int(made["documents"]), int(made["chunks"])
+        F.max(cost).alias("longest"),
+        F.min("chunk_limit").alias("chunk_limit"),
+        F.max("doc_tokens").alias("doc_tokens"),  # the same in each of its K rows
+        *([] if cfg.chunking else [F.max_by(F.struct("prompt_tokens", "max_new_tokens"),
+                                            cost).alias("worst")]))
+    fits = F.col("longest") <= cfg.max_model_len
+    too_long = per_doc.filter(~fits).select("id", "chunk_limit")
+    # Seed tokens, each document once, and how many documents do not fit (aggregates
+    # only: three numbers reach the driver): every document read and tokenised, those kept
+    # whole. A corpus with nothing too long skips everything below that handles it.
+    seed = per_doc.agg(F.sum("doc_tokens").alias("seed"),
+                       F.sum(F.when(fits, F.col("doc_tokens"))).alias("whole"),
+                       F.count(F.when(~fits, F.lit(1))).alias("too_long")).first()
+    seed_tokens, whole_tokens = int(seed["seed"] or 0), int(seed["whole"] or 0)
+    too_long_documents = int(seed["too_long"])
+    chunked = parts = set_aside = None  # set_aside: documents quarantined for their length
+    chunked_documents = chunk_rows = chunk_tokens = 0
+    if cfg.chunking and too_long_documents:
+        chunked = (
+            selected.filter(F.col("pick") == 1).select("id", "text", "source", "source_row")
+            .join(too_long, "id")
+            .mapInArrow(partial(_chunk_documents, tok=bc_tok, window=cfg.max_model_len),
+                        CHUNK_DDL)
+            .persist()
+        )
+        made = chunked.agg(
+            F.countDistinct(F.when(F.col("reason").isNull(), F.col("id"))).alias("documents"),
+            F.count(F.when(F.col("reason").isNull(), F.lit(1))).alias("chunks"),
+            F.sum(F.when(F.col("reason").isNull(), F.col("chunk_tokens"))).alias("tokens"),
+            F.count(F.when(F.col("reason").isNotNull(), F.lit(1))).alias("unsplittable"),
+        ).first()
+        chunked_documents, chunk_rows = int(made["documents"]), int(made["chunks"])
+        chunk_tokens = int(made["tokens"] or 0)
+        if made["unsplittable"]:  # a unit no split can fit: the whole document, once
+            set_aside = chunked.filter(F.col("reason").isNotNull()).select(
+                "id", "source", "source_row", "reason")
+    elif too_long_documents:  # chunking off: set aside as before chunks, whole and once
+        set_aside = (
+            selected.filter(F.col("pick") == 1).select("id", "source", "source_row")
+            .join(per_doc.filter(~fits), "id")
+            .select("id", "source", "source_row",
+                    _too_long_reason(F.col("worst"), cfg.max_model_len).alias("reason")))
+    # The seed tokens the prompt rows rephrase, each document once: its own count when
+    # whole, the sum of its chunks' counts when cut (each chunk is counted alone, so a cut
+    # can shift the sum from the document's count by a token or two). Exactly the sum of
+    # source_tokens over one style's prompt rows.
+    covered_tokens = whole_tokens + chunk_tokens
     whole = (
-        selected.join(too_long.select("id"), "id", "left_anti")
+        (selected.join(too_long.select("id"), "id", "left_anti") if too_long_documents
+         else selected)
         .withColumn("doc_id", F.col("id"))
         .withColumn("chunk_index", F.lit(0))
         .withColumn("chunk_count", F.lit(1))
         .withColumn("title", F.lit(None).cast("string"))
         .withColumn("heading_path", F.lit(None).cast("array<string>"))
-    )
-    parts = (
-        chunked.filter(F.col("reason").isNull())
-        .select("id", "chunk_index", "chunk_count", "text", "chunk_tokens", "title",
-                "heading_path", "context", "context_tokens")
-        .join(selected.drop("text", "prompt_tokens", "max_new_tokens"), "id")
-        .withColumn("doc_id", F.col("id"))
-        .withColumn("id", F.concat_ws(CHUNK_ID_SEPARATOR, "id",
-                                      F.col("chunk_index").cast("string")))
-        .withColumn("system", F.concat("system", "context"))  # which part, of what (chunks.py)
-        .withColumn("prompt_tokens",
-                    F.col("chunk_tokens") + F.col("overhead") + F.col("context_tokens"))
-        .withColumn("max_new_tokens", new_tokens(F.col("chunk_tokens")))
+        .withColumn("source_tokens", F.col("doc_tokens"))
     )
     if chunk_rows:
+        parts = (
+            chunked.filter(F.col("reason").isNull())
+            .select("id", "chunk_index", "chunk_count", "text", "chunk_tokens", "title",
+                    "heading_path", "context", "context_tokens")
+            .join(selected.drop("text", "prompt_tokens", "max_new_tokens"), "id")
+            .withColumn("doc_id", F.col("id"))
+            .withColumn("id", F.concat_ws(CHUNK_ID_SEPARATOR, "id",
+                                          F.col("chunk_index").cast("string")))
+            .withColumn("system", F.concat("system", "context"))  # which part, of what
+            .withColumn("prompt_tokens",
+                        F.col("chunk_tokens") + F.col("overhead") + F.col("context_tokens"))
+            .withColumn("max_new_tokens", new_tokens(F.col("chunk_tokens")))
+            .withColumn("source_tokens", F.col("chunk_tokens"))
+        )
         _check_chunk_ids(parts, rows)
     row_columns = [c for c in SHARD_COLUMNS if c != "user"] + [
         "user_template", "text", "source", "source_row"]
+    prompt_rows_frame = whole.select(*row_columns)
+    if parts is not None:
+        prompt_rows_frame = prompt_rows_frame.unionByName(parts.select(*row_columns))
     prompts = (
-        whole.select(*row_columns).unionByName(parts.select(*row_columns))
+        prompt_rows_frame
         .withColumn("user", F.expr(f"replace(user_template, '{{{PLACEHOLDER}}}', text)"))
         .withColumn("max_new_tokens", F.col("max_new_tokens").cast("int"))
         .withColumn("cost_tokens", F.col("prompt_tokens") + F.col("max_new_tokens"))
@@ -224,11 +280,12 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     ).collect()
     shards = sorted((r.asDict() for r in written), key=lambda s: s["name"])
 
+    quarantine = rows.filter(F.col("reason").isNotNull()).select(
+        "id", "source", "source_row", "reason")
+    if set_aside is not None:
+        quarantine = quarantine.unionByName(set_aside)
     quarantine = (
-        rows.filter(F.col("reason").isNotNull()).select("id", "source", "source_row", "reason")
-        .unionByName(  # a unit no split can fit: the whole document, once
-            chunked.filter(F.col("reason").isNotNull())
-            .select("id", "source", "source_row", "reason"))
+        quarantine
         .repartitionByRange(cfg.partitions, "source", "source_row")
         .sortWithinPartitions("source", "source_row")
     )
@@ -260,6 +317,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         "quarantine_url": quarantine_dir if quarantined else None,
         "chunked_documents": chunked_documents,
         "chunks": chunk_rows,
+        "seed_tokens": seed_tokens,
+        "covered_tokens": covered_tokens,
         "styles_per_doc": cfg.styles_per_doc,
         "shard_tokens": cfg.shard_tokens,
         "max_new_tokens": cfg.max_new_tokens,
@@ -270,7 +329,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     pause_point("stitch:before-shards-json")
     storage.write_json(cfg.run.shards_json, plan)
     for frame in (rows, selected, chunked, ordered, with_shard):
-        frame.unpersist()
+        if frame is not None:
+            frame.unpersist()
     return plan
 
 

@@ -13,13 +13,16 @@ PROMPT_SCHEMA = pa.schema([
     ("user", pa.string()), ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()),
     ("doc_id", pa.string()), ("chunk_index", pa.int32()), ("chunk_count", pa.int32()),
     ("title", pa.string()), ("heading_path", pa.list_(pa.string())),
+    ("source_tokens", pa.int64()),
 ])
 
 
 def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
-                 max_new_tokens: int, prompt_tokens: list[int] | None = None) -> pa.Table:
+                 max_new_tokens: int, prompt_tokens: list[int] | None = None,
+                 source_tokens: list[int] | None = None) -> pa.Table:
     """One prompt row per document, all with ``template``, each document in one piece
-    (no chunks); token estimates default to 0."""
+    (no chunks). Token counts default to 0 (not counted): ``prompt_tokens`` the estimate,
+    ``source_tokens`` the document's own tokens (stitch's count, without the template)."""
     n = len(ids)
     return pa.table({
         "id": ids,
@@ -36,4 +39,5 @@ def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
         "chunk_count": [1] * n,
         "title": [None] * n,
         "heading_path": [None] * n,
+        "source_tokens": source_tokens if source_tokens is not None else [0] * n,
     }, schema=PROMPT_SCHEMA)

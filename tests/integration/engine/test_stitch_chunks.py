@@ -139,6 +139,51 @@ def test_every_document_but_the_unsplittable_one_becomes_prompt_rows(first_run):
         plan["rows_in"] - plan["quarantined"] - plan["chunked_documents"] + plan["chunks"])
 
 
+def test_seed_and_covered_tokens_add_up(first_run, count):
+    """seed_tokens: every document tokenised (the unsplittable one too); covered_tokens:
+    those in prompt rows, each once, = the rows' source_tokens over one style."""
+    out, plan = first_run
+    rows = _rows(out, plan)
+    sizes = dict(zip(DOCS, count(list(DOCS.values())), strict=True))
+    assert plan["seed_tokens"] == sum(sizes.values())
+    assert sum(r["source_tokens"] for r in rows) == K * plan["covered_tokens"]
+    by_doc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        by_doc[row["doc_id"]][row["template_id"]] += row["source_tokens"]
+    for doc_id, per_style in by_doc.items():
+        assert len(set(per_style.values())) == 1, doc_id  # every style sees the same text
+        (total,) = set(per_style.values())
+        if doc_id in ("short-0", "short-1"):  # whole: the document's own count
+            assert total == sizes[doc_id]
+        assert abs(total - sizes[doc_id]) <= 2 * max(
+            r["chunk_count"] for r in rows if r["doc_id"] == doc_id), doc_id
+    assert plan["covered_tokens"] == sum(next(iter(s.values())) for s in by_doc.values())
+    for row in rows:
+        if row["chunk_count"] > 1:  # a chunk's own count
+            text = source_of(row["user"], load_templates([row["template_id"]])[0])
+            assert row["source_tokens"] == count([text])[0], row["id"]
+
+
+def test_chunking_off_sets_long_documents_aside_as_before(spark, corpus, first_run, tmp_path):
+    """The benchmark's baseline (StitchConfig.chunking=False): no chunk rows; what does
+    not fit is quarantined with the reason of before chunks; the rest is the same rows."""
+    out, plan = first_run
+    off = stitch(replace(_config(corpus, f"file://{tmp_path}/off"), chunking=False), spark)
+    assert (off["chunked_documents"], off["chunks"]) == (0, 0)
+    long_docs = {"guide-1", "guide-2", "reference", "essay", "one-line", "just-past", "blob"}
+    assert off["quarantined"] == len(long_docs)
+    assert all(r.startswith("too long for the context window (") and r.endswith(
+        f" new tokens > {WINDOW})") for r in off["quarantine_reasons"])
+    assert off["seed_tokens"] == plan["seed_tokens"]
+    rows = sorted(_rows(f"file://{tmp_path}/off", off), key=lambda r: (r["id"], r["template_id"]))
+    kept = sorted((r for r in _rows(out, plan) if r["chunk_count"] == 1),
+                  key=lambda r: (r["id"], r["template_id"]))
+    drop = ("shard",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in rows] == [
+        {k: v for k, v in r.items() if k not in drop} for r in kept]
+    assert sum(r["source_tokens"] for r in rows) == K * off["covered_tokens"]
+
+
 def test_each_documents_chunks_in_order_are_its_text(first_run):
     out, plan = first_run
     templates = {t.id: t for t in load_templates(TEMPLATES)}

@@ -23,7 +23,8 @@ NAMED = {"capacity.py": "capacity", "crawl.py": "crawl", "endpoint.py": "endpoin
          "gpu_smoke.py": "gpu_smoke", "lengths.py": "lengths",
          "orchestration.py": "orchestration", "quality.py": "quality_gate",
          "rephrase.py": "rephrase", "stitch.py": "stitch",
-         "stitch_cluster.py": "stitch_cluster", "sweep.py": "sweep",
+         "stitch_cluster.py": "stitch_cluster", "stitch_chunks.py": "stitch_chunks",
+         "sweep.py": "sweep",
          "engine_defaults.py": "engine_defaults", "engine_core.py": "engine_core",
          "metrics_overhead.py": "metrics_overhead"}
 # The lines whose format puts isa= first ("RESULT engine_defaults isa=... ...", as
