@@ -61,7 +61,8 @@ SHARD_MINUTES = 30  # the production shard the projection counts against
 PRODUCTION_SHARDS = 72_500  # a 12T-token daily run's shards (docs/scale.md), for the plan
 PROD_RUN_URL = len("s3://synthfactory-prod/data/synthetic_rephrase/2026-11-30")
 FIXED_TASKS = ("check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
-               "wait_for_capacity", "register_catalog", "audit_run", "smoke_test_training",
+               "wait_for_capacity", "join_chunks", "register_catalog", "audit_run",
+               "smoke_test_training",
                "write_report")
 REPHRASE, VALIDATE = "shard.rephrase", "shard.validate"
 

@@ -37,7 +37,8 @@ and registers the result as an Iceberg table.
 `plan_shards` → `wait_for_capacity` →
 `shard[i]` = `shard.rephrase` (GPU pool, vLLM or an endpoint, checkpointed) →
 `shard.validate` (CPU pool), one mapped task group per shard group →
-`register_catalog` (Iceberg + Asset event) → `audit_run` → `smoke_test_training` →
+`join_chunks` (each document's chunk outputs joined back in order: one row per document
+and template) → `register_catalog` (Iceberg + Asset event) → `audit_run` → `smoke_test_training` →
 `write_report`.
 
 `write_report` is a teardown: it runs once every task before it has ended, failed runs
@@ -45,7 +46,7 @@ too, and writes `report.json` and its figures into the run folder (the Run repor
 its own state does not change the DAG run's (docs/adr/0101).
 
 Output lands under `{output_root}/synthetic_rephrase/{interval start}/` (manifest,
-prompts, generated, quarantine, validation, report). A rerun of an interval resumes:
+prompts, generated, quarantine, validation, joined, report). A rerun of an interval resumes:
 committed shards are skipped, partial shards continue from their last checkpoint.
 The runner (`SYNTHFACTORY_RUNNER`) is `local` (subprocesses of `.venv-worker`) or
 `kubernetes` (KubernetesPodOperator with the worker image; same argv). With
@@ -257,6 +258,12 @@ with DAG(
     # shard[i] = shard.rephrase >> shard.validate mapped over the plan; under kuberay one
     # RayJob (rephrase_wave) over every group, then a mapped validate
     shards = RUNNER.shard_groups(plan, GROUPS)
+    # after every group: a long document's chunks may sit in any group (docs/adr/0136)
+    join = Step(
+        task_id="join_chunks",
+        arguments=["join", "--run", RUN],
+        **RUNNER.step_kwargs("cpu", "join_chunks"),
+    )
     register = Step(
         task_id="register_catalog",
         arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
@@ -296,5 +303,5 @@ with DAG(
                    "--airflow-run-id", "{{ run_id }}"],
         **RUNNER.step_kwargs("cpu", "write_report"),
     ).as_teardown()
-    chain(crawl, stitch, plan, wait, *shards, register, audit, smoke, report)
+    chain(crawl, stitch, plan, wait, *shards, join, register, audit, smoke, report)
     check >> crawl

@@ -41,15 +41,18 @@ FOLDERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "plan": ((paths.PROMPTS,), ()),
     "rephrase": ((paths.PROMPTS,), (paths.GENERATED,)),
     "validate": ((paths.PROMPTS, paths.GENERATED), (paths.VERDICTS, paths.REJECTED)),
-    "register": ((paths.GENERATED, paths.VERDICTS), ()),
-    "audit": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS), ()),
-    "smoke": ((paths.GENERATED,), ()),
+    "join": ((paths.PROMPTS, paths.GENERATED, paths.VERDICTS), (paths.JOINED,)),
+    "register": ((paths.JOINED,), ()),
+    "audit": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS,
+               paths.JOINED), ()),
+    "smoke": ((paths.JOINED,), ()),
     "report": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS),
                (paths.REPORT,)),
 }
 TABLE_IN, TABLE_OUT = ("audit",), ("register",)
 # where each step's argv names its run folder (rephrase and validate: else their shards')
-RUN_FLAG = {"plan": "--run", "rephrase": "--out", "validate": "--run", "register": "--run",
+RUN_FLAG = {"plan": "--run", "rephrase": "--out", "validate": "--run", "join": "--run",
+            "register": "--run",
             "audit": "--run", "smoke": "--from-run", "report": "--run", "stitch": "--out"}
 
 

@@ -8,15 +8,20 @@ Each check reads what the steps wrote, not their summaries:
   matches its parts (a part swapped or edited after the commit is caught);
 - every generated row has the quality gate's verdict (verdicts/); the rejected ones are
   counted apart;
-- the catalog's rows of the run are exactly the usable rows (every generated row when
-  the run was registered with ``--include-rejected``).
+- joined/ holds one row per document and template whose chunks were all generated,
+  with its chunk count, usable exactly when every chunk is (docs/adr/0136); a document
+  with a chunk quarantined at rephrase is left out;
+- the catalog's rows of the run are exactly the usable joined rows (every joined row
+  when the run was registered with ``--include-rejected``).
 
-Every prompt row ends in exactly one of registered, rejected and quarantined.
+Every prompt row (a chunk, or a document in one piece) ends in exactly one of
+generated and quarantined; every document and template in exactly one of joined and
+left out; every joined row in exactly one of registered and rejected.
 
 Every discrepancy is printed, and the command exits 3 when there is any. The last line
 is ``RESULT audit docs_in=... prompt_rows=... generated=... quarantined=... rejected=...
-registered=... lost=... duplicated=... stale=...`` (``registered=unchecked`` without a
-catalog).
+registered=... lost=... duplicated=... stale=... joined=... left_out=...``
+(``registered=unchecked`` without a catalog).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import pyarrow as pa
 
 from synthfactory import storage
 from synthfactory.catalog import config
-from synthfactory.contract import RunFolder
+from synthfactory.contract import RunFolder, paths
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
@@ -52,6 +57,8 @@ class AuditReport:
     lost: int = 0
     duplicated: int = 0
     stale: int = 0
+    joined: int = 0  # joined rows found: one per document and template
+    left_out: int = 0  # documents x templates with a chunk quarantined: nothing to join
     problems: list[str] = field(default_factory=list)
 
     def result_line(self) -> str:
@@ -59,11 +66,12 @@ class AuditReport:
         return (f"RESULT audit docs_in={self.docs_in} prompt_rows={self.prompt_rows} "
                 f"generated={self.generated} quarantined={self.quarantined} "
                 f"rejected={self.rejected} registered={registered} lost={self.lost} "
-                f"duplicated={self.duplicated} stale={self.stale}")
+                f"duplicated={self.duplicated} stale={self.stale} joined={self.joined} "
+                f"left_out={self.left_out}")
 
     def summary(self) -> dict:
         keys = ("run_url", "docs_in", "prompt_rows", "generated", "quarantined", "rejected",
-                "registered", "lost", "duplicated", "stale")
+                "registered", "lost", "duplicated", "stale", "joined", "left_out")
         return {k: getattr(self, k) for k in keys} | {"problems": len(self.problems),
                                                       "clean": not self.problems}
 
@@ -105,22 +113,103 @@ def audit(run_url: str, table: str | None = None,
     keys: Counter = Counter()  # (id, template_id) over all outputs
     committed_rows: list[tuple] = []  # (shard, id, template_id, row) of generated rows
     rejected_rows: set[tuple] = set()  # the same, of the rows the quality gate rejected
+    documents: dict[tuple[str, str], _Document] = {}  # (document id, template), in order
     for entry in entries:
         prompts = storage.read_table(entry["url"])
         report.prompt_rows += prompts.num_rows
         # a chunk's row has its own id; its document's is doc_id (stitch/chunks.py)
-        prompt_ids.update(prompts.column("doc_id" if "doc_id" in prompts.column_names
-                                         else "id").to_pylist())
-        _audit_shard(folder, layout, entry["name"], prompts, report, keys, committed_rows)
+        doc_ids = prompts.column("doc_id" if "doc_id" in prompts.column_names
+                                 else "id").to_pylist()
+        prompt_ids.update(doc_ids)
+        status = _audit_shard(folder, layout, entry["name"], prompts, report, keys,
+                              committed_rows)
         _audit_verdicts(layout, entry["name"], committed_rows, rejected_rows, report)
+        _add_chunks(documents, entry["name"], prompts, doc_ids, status, rejected_rows)
     for (doc_id, template), n in keys.items():
         if n > 1:
             report.duplicated += n - 1
             report.problems.append(f"({doc_id}, {template}) appears {n} times in the outputs")
     _audit_documents(layout, prompt_ids, id_column, report)
+    _audit_joined(folder, layout, documents, report)
     if table:
-        _audit_catalog(layout.run_url, table, settings, committed_rows, rejected_rows, report)
+        _audit_catalog(layout.run_url, table, settings, documents, report)
     return report
+
+
+@dataclass
+class _Document:
+    """One document and template: its chunks' fates as the run's files tell them."""
+    shard: str  # of its first chunk: the joined row's shard
+    count: int  # chunks stitch cut it into
+    chunks: dict[int, str] = field(default_factory=dict)  # index -> generated|quarantined
+    rejected: list[int] = field(default_factory=list)
+
+    @property
+    def joinable(self) -> bool:
+        return (len(self.chunks) == self.count
+                and all(s == "generated" for s in self.chunks.values()))
+
+
+def _add_chunks(documents: dict, name: str, prompts: pa.Table, doc_ids: list[str],
+                status: dict[int, str], rejected_rows: set[tuple]) -> None:
+    n = prompts.num_rows
+    cols = prompts.column_names
+    index = prompts.column("chunk_index").to_pylist() if "chunk_index" in cols else [0] * n
+    count = prompts.column("chunk_count").to_pylist() if "chunk_count" in cols else [1] * n
+    ids, templates = prompts.column("id").to_pylist(), prompts.column("template_id").to_pylist()
+    for row in range(n):
+        doc = documents.setdefault((doc_ids[row], templates[row]),
+                                   _Document(name, int(count[row] or 1)))
+        if row in status:
+            doc.chunks[int(index[row] or 0)] = status[row]
+        if (name, ids[row], templates[row], row) in rejected_rows:
+            doc.rejected.append(int(index[row] or 0))
+
+
+def _audit_joined(folder: RunFolder, layout: RunLayout, documents: dict,
+                  report: AuditReport) -> None:
+    """joined/ holds exactly the joinable documents, each once, as its chunks tell."""
+    expected = {key: doc for key, doc in documents.items() if doc.joinable}
+    report.left_out = len(documents) - len(expected)
+    summary = folder.joined()
+    if summary is None:
+        if expected:
+            report.lost += len(expected)
+            report.problems.append(f"{layout.url(paths.JOINED_SUMMARY)}: not found: "
+                                   f"{len(expected)} document(s) x template(s) not joined; "
+                                   "run `synthfactory join`")
+        return
+    found: Counter = Counter()
+    for part in summary.get("parts") or []:
+        url = storage.join(layout.run_url, paths.JOINED, part["name"])
+        t = _read(url, report)
+        if t is None:
+            continue
+        for row in t.select(["id", "template_id", "usable", "chunk_count",
+                             "rejected_chunks"]).to_pylist():
+            key = (row["id"], row["template_id"])
+            found[key] += 1
+            report.joined += 1
+            doc = expected.get(key)
+            if doc is None:
+                report.problems.append(f"{url}: joined row {key} is not a document whose "
+                                       "chunks were all generated")
+            elif (row["chunk_count"], sorted(row["rejected_chunks"] or [])) != (
+                    doc.count, sorted(doc.rejected)) or row["usable"] != (not doc.rejected):
+                report.problems.append(
+                    f"{url}: joined row {key} says {row['chunk_count']} chunk(s), rejected "
+                    f"{row['rejected_chunks']}, usable {row['usable']}; its chunks say "
+                    f"{doc.count}, rejected {sorted(doc.rejected)}")
+    missing = [key for key in expected if not found[key]]
+    if missing:
+        report.lost += len(missing)
+        report.problems.append(f"joined/: {len(missing)} document(s) x template(s) whose "
+                               f"chunks were all generated are not joined, e.g. {missing[0]}")
+    twice = sum(n - 1 for n in found.values() if n > 1)
+    if twice:
+        report.duplicated += twice
+        report.problems.append(f"joined/: {twice} joined row(s) more than once, e.g. "
+                               f"{next(k for k, n in found.items() if n > 1)}")
 
 
 def _audit_verdicts(layout: RunLayout, name: str, committed_rows: list[tuple],
@@ -147,7 +236,9 @@ def _audit_verdicts(layout: RunLayout, name: str, committed_rows: list[tuple],
 
 
 def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Table,
-                 report: AuditReport, keys: Counter, committed_rows: list[tuple]) -> None:
+                 report: AuditReport, keys: Counter, committed_rows: list[tuple]
+                 ) -> dict[int, str]:
+    """Each prompt row's fate (row -> generated|quarantined), its problems reported."""
     out_url = layout.shard_output(name)
     quarantine_url = layout.rephrase_quarantine(name)
     commit = folder.commit(name)
@@ -155,7 +246,7 @@ def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Ta
         report.lost += prompts.num_rows
         report.problems.append(f"{name}: not committed ({layout.commit(name)} missing): "
                                f"{prompts.num_rows} prompt rows have no output")
-        return
+        return {}
     current = prompt_checksum(prompts)
     if commit.get("prompt_checksum") != current:
         report.stale += 1
@@ -182,12 +273,14 @@ def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Ta
     ids = prompts.column("id").to_pylist()
     templates = prompts.column("template_id").to_pylist()
     seen: Counter = Counter()
+    status: dict[int, str] = {}
     for tables, kind in ((generated, "generated"), (quarantined, "quarantined")):
         for t in tables:
             for doc_id, template, row in zip(t.column("id").to_pylist(),
                                              t.column("template_id").to_pylist(),
                                              t.column("row").to_pylist(), strict=True):
                 seen[row] += 1
+                status[row] = kind
                 keys[(doc_id, template)] += 1
                 if not 0 <= row < len(ids) or (ids[row], templates[row]) != (doc_id, template):
                     report.problems.append(f"{name}: {kind} row {row} ({doc_id}, {template}) "
@@ -207,6 +300,7 @@ def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Ta
         report.duplicated += sum(n - 1 for n in twice.values())
         report.problems.append(f"{name}: {len(twice)} prompt row(s) in more than one output, "
                                f"e.g. rows {sorted(twice)[:5]}")
+    return status
 
 
 def _audit_documents(layout: RunLayout, prompt_ids: set[str], id_column: str,
@@ -245,8 +339,8 @@ def _audit_documents(layout: RunLayout, prompt_ids: set[str], id_column: str,
                                "the manifest")
 
 
-def _audit_catalog(run_url: str, table: str, settings, committed_rows: list[tuple],
-                   rejected_rows: set[tuple], report: AuditReport) -> None:
+def _audit_catalog(run_url: str, table: str, settings, documents: dict,
+                   report: AuditReport) -> None:
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.expressions import And, EqualTo
 
@@ -257,9 +351,9 @@ def _audit_catalog(run_url: str, table: str, settings, committed_rows: list[tupl
         try:
             rows = catalog.load_table(table).scan(
                 row_filter=EqualTo("run_url", run_url),
-                selected_fields=("shard", "id", "template_id", "row")).to_arrow()
+                selected_fields=("shard", "id", "template_id")).to_arrow()
         except NoSuchTableError:
-            rows = pa.table({"shard": [], "id": [], "template_id": [], "row": []})
+            rows = pa.table({"shard": [], "id": [], "template_id": []})
         try:
             lineage = catalog.load_table(runs_table_of(table)).scan(
                 row_filter=And(EqualTo("run_url", run_url), EqualTo("table_name", table)),
@@ -282,22 +376,25 @@ def _audit_catalog(run_url: str, table: str, settings, committed_rows: list[tupl
             f"{runs_table_of(table)}: half-registered: expected one lineage row of {run_url} "
             f"for {rows.num_rows} rows, found {lineage_rows}; run `synthfactory register` again")
     registered = Counter(zip(*(rows.column(c).to_pylist()
-                               for c in ("shard", "id", "template_id", "row")), strict=True))
+                               for c in ("shard", "id", "template_id")), strict=True))
     report.registered = rows.num_rows
-    committed = Counter(r for r in committed_rows if include_rejected or r not in rejected_rows)
+    # the table's grain is a document and template (docs/adr/0136)
+    rejected = {(d.shard, *key) for key, d in documents.items() if d.joinable and d.rejected}
+    committed = Counter((d.shard, *key) for key, d in documents.items()
+                        if d.joinable and (include_rejected or not d.rejected))
     unregistered = committed - registered
     extra = registered - committed
     if unregistered:
         report.lost += sum(unregistered.values())
-        report.problems.append(f"{table}: {sum(unregistered.values())} usable committed "
+        report.problems.append(f"{table}: {sum(unregistered.values())} usable joined "
                                f"row(s) of {run_url} are not in the table, e.g. "
                                f"{next(iter(unregistered))}")
     if extra:
         report.duplicated += sum(extra.values())
-        rejected = sum(n for key, n in extra.items() if key in rejected_rows)
-        what = (f" ({rejected} of them rejected by the quality gate)" if rejected else "")
+        n_rejected = sum(n for key, n in extra.items() if key in rejected)
+        what = (f" ({n_rejected} of them rejected by the quality gate)" if n_rejected else "")
         report.problems.append(f"{table}: {sum(extra.values())} row(s) of {run_url} in the "
-                               f"table are not usable committed rows{what}, e.g. "
+                               f"table are not usable joined rows{what}, e.g. "
                                f"{next(iter(extra))}")
 
 

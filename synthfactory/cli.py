@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rephrase": ("synthfactory.rephrase.command", "vLLM: rephrase prompt shards, checkpointed"),
     "validate": ("synthfactory.validate", "per-shard token statistics and quality flags"),
     "quality": ("synthfactory.quality.command", "per-row quality verdicts over a Parquet table"),
+    "join": ("synthfactory.join", "join each document's chunk outputs back, in order"),
     "register": ("synthfactory.catalog.command", "register committed shards in an Iceberg table"),
     "catalog": ("synthfactory.catalog.browse", "list catalog tables and runs"),
     "audit": ("synthfactory.audit", "check a run end to end: nothing lost, duplicated or stale"),

@@ -1,6 +1,7 @@
 """``synthfactory register``: a committed run becomes rows of an Iceberg table.
 
-The run's generated rows go into ``--table`` (one transaction, replacing any earlier
+The run's joined rows (one per document and template, ``synthfactory join``) go into
+``--table`` (one transaction, replacing any earlier
 copy of the same run), then one row of lineage and accounting into
 ``{namespace}.runs``; a commit that loses a race to another registration is retried on
 a fresh load of the table. The returned summary is what the Airflow task puts on the
@@ -29,6 +30,7 @@ from synthfactory.catalog.run_reader import read_committed_run
 from synthfactory.cli_types import yes_no
 from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.faults import pause_point
+from synthfactory.join import read_joined
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +82,11 @@ def register(
             f"--table {table!r}: {namespace}.{RUNS_TABLE} holds the run lineage; pick another name"
         )
     committed = read_committed_run(run_url)  # refuses before anything is written
-    lineage = lineage_of(committed, pipeline, interval, airflow_run_id, include_rejected)
-    parts = [(s.name, url) for s in committed.shards for url in s.part_urls]
+    # one row per document and template, the chunks joined back (docs/adr/0136)
+    joined, parts = read_joined(committed)
+    lineage = lineage_of(committed, pipeline, interval, airflow_run_id, include_rejected,
+                         joined)
     schema = run_rows_schema([url for _, url in parts])
-    verdicts = {s.name: s.verdicts_url for s in committed.shards}
     registered_at = datetime.now(UTC)
     properties = {
         **lineage.snapshot_properties(),
@@ -98,7 +101,7 @@ def register(
             table,
             # a factory: a commit that loses a race to another run's registration is
             # written again on a fresh load of the table (docs/adr/0125)
-            lambda: run_rows_reader(committed.run_url, parts, schema, verdicts,
+            lambda: run_rows_reader(committed.run_url, parts, schema, None,
                                     include_rejected),
             committed.run_url,
             properties,

@@ -83,8 +83,9 @@ def run_rows_reader(
 ) -> pa.RecordBatchReader:
     """Stream ``(shard, part_url)`` parts one file at a time, conformed to ``schema``,
     each row with its shard's verdict (``verdicts``: shard -> verdicts file URL, read
-    once per shard: one shard's verdicts in memory at a time); rejected rows are left
-    out unless ``include_rejected``."""
+    once per shard: one shard's verdicts in memory at a time), or without ``verdicts``
+    the verdict columns and ``shard`` the part holds, as joined rows do; rejected rows
+    are left out unless ``include_rejected``."""
 
     def batches() -> Iterator[pa.RecordBatch]:
         current: tuple[str, ShardVerdicts] | None = None
@@ -95,9 +96,11 @@ def run_rows_reader(
                     current = (shard, ShardVerdicts(storage.read_table(
                         verdicts[shard], columns=["row", *(f.name for f in VERDICT_FIELDS)])))
                 part = current[1].join(part, include_rejected)
+            elif not include_rejected and "usable" in part.column_names:
+                part = part.filter(part.column("usable"))  # joined rows carry their verdict
             columns = []
             for field in schema:
-                if field.name == SHARD_COLUMN:
+                if field.name == SHARD_COLUMN and SHARD_COLUMN not in part.column_names:
                     columns.append(pa.array([shard] * part.num_rows, pa.string()))
                 elif field.name == RUN_COLUMN:
                     columns.append(pa.array([run_url] * part.num_rows, pa.string()))

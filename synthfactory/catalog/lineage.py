@@ -14,7 +14,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from synthfactory.catalog.run_reader import CommittedRun
-from synthfactory.contract import paths
+from synthfactory.contract import JoinedJson, paths
 
 PROPERTY_PREFIX = "synthfactory."
 
@@ -40,7 +40,10 @@ RUNS_SCHEMA = pa.schema(
         ("rows_flagged", pa.int64()),
         ("rows_usable", pa.int64()),  # the quality gate's usable rows
         ("rows_rejected", pa.int64()),
-        ("rows_registered", pa.int64()),  # usable, or every generated row (include_rejected)
+        ("rows_registered", pa.int64()),  # usable joined rows, or all (include_rejected)
+        ("joined_rows", pa.int64()),  # one per document and template (docs/adr/0136)
+        ("joined_usable", pa.int64()),
+        ("chunked_rows", pa.int64()),  # joined rows of documents cut into chunks
         ("include_rejected", pa.bool_()),
         ("prompt_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
@@ -73,6 +76,9 @@ class RunLineage:
     rows_usable: int
     rows_rejected: int
     rows_registered: int
+    joined_rows: int
+    joined_usable: int
+    chunked_rows: int
     include_rejected: bool
     quality_reasons: dict
     prompt_tokens: int
@@ -103,6 +109,7 @@ def lineage_of(
     interval: str | None = None,
     airflow_run_id: str | None = None,
     include_rejected: bool = False,
+    joined: JoinedJson | None = None,
 ) -> RunLineage:
     # The layout is {root}/{pipeline}/{interval}: flags win, the path is the fallback.
     path_pipeline, path_interval = run.run_url.rstrip("/").rsplit("/", 2)[-2:]
@@ -140,7 +147,11 @@ def lineage_of(
         quality_flags=flags,
         rows_usable=usable,
         rows_rejected=generated - usable,
-        rows_registered=generated if include_rejected else usable,
+        rows_registered=(joined["joined"] if include_rejected else joined["usable"]) if joined
+        else generated if include_rejected else usable,
+        joined_rows=joined["joined"] if joined else 0,
+        joined_usable=joined["usable"] if joined else 0,
+        chunked_rows=joined["chunked"] if joined else 0,
         include_rejected=include_rejected,
         quality_reasons=reasons,
         prompt_tokens=int(run.total("prompt_tokens")),

@@ -20,6 +20,9 @@ COMMITTED = "_COMMITTED.json"  # written last: its presence means the shard is d
 VALIDATION = "validation"
 VERDICTS = "verdicts"  # the quality gate's verdict per generated row (validate)
 REJECTED = "rejected"  # the rows the gate rejected, readable with their reasons
+JOINED = "joined"  # one row per document and template, its chunks' outputs in order (join)
+JOINED_NAME = "_JOINED.json"  # join's summary, written last: the joined parts are complete
+JOINED_SUMMARY = f"{JOINED}/{JOINED_NAME}"
 QUARANTINE = "quarantine"
 STITCH_QUARANTINE = f"{QUARANTINE}/stitch"
 REPHRASE_QUARANTINE = f"{QUARANTINE}/rephrase"
@@ -65,6 +68,11 @@ def verdicts(shard: str) -> str:
 
 def rejected(shard: str) -> str:
     return join(REJECTED, f"{shard}.parquet")
+
+
+def joined(shard: str) -> str:
+    """The joined rows of the documents whose last chunk is in ``shard``."""
+    return join(JOINED, f"{shard}.parquet")
 
 
 def rephrase_quarantine(shard: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, cast
 from synthfactory.contract import paths
 from synthfactory.contract.shapes import (
     CommittedJson,
+    JoinedJson,
     ManifestSummary,
     ReportJson,
     ShardEntry,
@@ -84,6 +85,9 @@ class RunFolder:
 
     def validation(self, shard: str) -> ValidationJson | None:
         return cast(ValidationJson | None, self._read(paths.validation(shard)))
+
+    def joined(self) -> JoinedJson | None:
+        return cast(JoinedJson | None, self._read(paths.JOINED_SUMMARY))
 
     def report(self) -> ReportJson | None:
         return cast(ReportJson | None, self._read(paths.REPORT_JSON))

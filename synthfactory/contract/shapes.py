@@ -143,6 +143,37 @@ class ValidationJson(TypedDict):
     quality: QualityCounts  # the quality gate's verdicts (docs/quality.md)
 
 
+# -- joined/_JOINED.json (join; also its XCom) -----------------------------------------
+
+
+class JoinedTemplate(TypedDict):
+    rows: int  # joined rows (documents) of the template
+    usable: int
+    source_tokens: int  # seed tokens those rows rephrase (the prompt rows' source_tokens)
+    usable_output_tokens: int
+
+
+class JoinedPart(TypedDict):
+    name: str  # shard-00003.parquet
+    rows: int
+
+
+class JoinedJson(TypedDict):
+    generated: int  # generated rows read (chunks and whole documents)
+    joined: int  # rows written: one per document and template
+    chunked: int  # of them, documents of more than one chunk
+    chunks_joined: int  # generated rows inside joined rows (= generated - chunks_left_out)
+    usable: int  # joined rows whose every chunk the gate let through
+    rejected: int  # joined rows with a rejected chunk (docs/adr/0136)
+    left_out: int  # documents x templates not joined: a chunk quarantined at rephrase
+    chunks_left_out: int  # their generated chunks, not joined
+    source_tokens: int
+    usable_output_tokens: int
+    by_template: dict[str, JoinedTemplate]
+    parts: list[JoinedPart]
+    commits: dict[str, str]  # shard -> the output checksum of the commit it joined
+
+
 # -- manifest/_SUMMARY.json (crawl; also its XCom) -------------------------------------
 
 

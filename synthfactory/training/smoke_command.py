@@ -22,7 +22,7 @@ DEFAULT_VOCAB = 49152  # SmolLM2's, the embedded model
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help="length spec JSON file (URL or path)")
-    src.add_argument("--from-run", help="run URL: lengths (or tokens) of its generated parts")
+    src.add_argument("--from-run", help="run URL: lengths (or tokens) of its joined rows")
     parser.add_argument("--steps", type=positive_int, default=10)
     parser.add_argument("--real-tokens", action="store_true",
                         help="with --from-run: train on the tokenized output_text")

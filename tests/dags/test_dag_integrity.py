@@ -13,8 +13,8 @@ import pytest
 from tests.support.paths import ROOT
 
 CHAIN = ["check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
-         "wait_for_capacity", "shard.rephrase", "shard.validate", "register_catalog",
-         "audit_run", "smoke_test_training", "write_report"]
+         "wait_for_capacity", "shard.rephrase", "shard.validate", "join_chunks",
+         "register_catalog", "audit_run", "smoke_test_training", "write_report"]
 # SYNTHFACTORY_REPHRASE_MODE=kuberay: one RayJob over every shard group, then validate[i]
 KUBERAY_CHAIN = [*CHAIN[:5], "rephrase_wave", "validate", *CHAIN[7:]]
 

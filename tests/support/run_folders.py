@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.join import join_run
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 from synthfactory.validate import VERDICT_SCHEMA, quality_counts
@@ -33,8 +34,10 @@ class RunFixture:
     generated: list[dict] = field(default_factory=list)  # every committed generated row
 
     @property
-    def generated_keys(self) -> list[tuple[str, str, int]]:
-        return sorted((r["shard"], r["id"], r["row"]) for r in self.generated)
+    def generated_keys(self) -> list[tuple[str, str, str]]:
+        """(shard, id, template) of each generated row: each is a whole document here, so
+        one joined row each (the row of its document's one chunk)."""
+        return sorted((r["shard"], r["id"], r["template_id"]) for r in self.generated)
 
     def commit_url(self, index: int) -> str:
         return storage.join(self.layout.generated_shard(index), "_COMMITTED.json")
@@ -45,11 +48,11 @@ class RunFixture:
         storage.write_json(self.commit_url(index), commit)
 
 
-def table_keys(rows: pa.Table) -> list[tuple[str, str, int]]:
-    """(shard, id, row) of each row read back from the table, sorted like generated_keys."""
-    return sorted(
-        zip(rows["shard"].to_pylist(), rows["id"].to_pylist(), rows["row"].to_pylist(), strict=True)
-    )
+def table_keys(rows: pa.Table) -> list[tuple[str, str, str]]:
+    """(shard, id, template) of each row read back from the table, sorted like
+    generated_keys."""
+    return sorted(zip(rows["shard"].to_pylist(), rows["id"].to_pylist(),
+                      rows["template_id"].to_pylist(), strict=True))
 
 
 def build_run(
@@ -62,7 +65,10 @@ def build_run(
     extra_columns: dict[str, str] | None = None,
     engine_args_by_shard: dict[int, dict] | None = None,
     rejected: int = 0,
+    join: bool = True,
 ) -> RunFixture:
+    """The run as the shard groups leave it, and joined (``synthfactory join``) unless
+    ``join`` is false."""
     layout = RunLayout(storage.join(root_url, pipeline, interval))
     fixture = RunFixture(layout.run_url, layout)
     shard_entries, docs = [], set()
@@ -97,6 +103,8 @@ def build_run(
             "manifest": layout.manifest,
         },
     )
+    if join:
+        join_run(fixture.run_url)
     return fixture
 
 

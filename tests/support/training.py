@@ -22,22 +22,26 @@ TEXTS = [
 
 
 def make_run(root: Path, output_tokens: list[int], texts: list[str] | None = None) -> str:
-    """A run folder holding two generated shards, plus files that must be skipped."""
+    """A run folder as ``synthfactory join`` leaves it (two joined parts listed in
+    ``_JOINED.json``), plus files that must be skipped."""
     run = storage.normalize(str(root / "run"))
     texts = texts or [TEXTS[i % len(TEXTS)] for i in range(len(output_tokens))]
     half = len(output_tokens) // 2
+    parts = []
     for shard, sl in enumerate((slice(0, half), slice(half, None))):
         table = pa.table({
             "id": [f"d{i}" for i in range(len(output_tokens))][sl],
             "output_text": texts[sl],
             "output_tokens": output_tokens[sl],
         })
-        part = storage.join(run, f"generated/shard-{shard:05d}/part-00000.parquet")
-        storage.write_table(table, part)
-    # Not generated parts: a stray parquet with huge lengths and the commit marker.
+        name = f"shard-{shard:05d}.parquet"
+        storage.write_table(table, storage.join(run, "joined", name))
+        parts.append({"name": name, "rows": table.num_rows})
+    # Not joined parts: one an earlier join left (not listed), and a generated part.
     stray = pa.table({"output_tokens": [10**6], "output_text": ["x"]})
-    storage.write_table(stray, storage.join(run, "generated/shard-00000/stats.parquet"))
-    storage.write_json(storage.join(run, "generated/shard-00000/_COMMITTED.json"), {"ok": 1})
+    storage.write_table(stray, storage.join(run, "joined/shard-00007.parquet"))
+    storage.write_table(stray, storage.join(run, "generated/shard-00000/part-00000.parquet"))
+    storage.write_json(storage.join(run, "joined/_JOINED.json"), {"parts": parts})
     return run
 
 

@@ -49,8 +49,8 @@ def catalog_show(dag_run):
 
 # every task of the DAG, as the metadata database names them (shard groups are mapped)
 TASKS = {"check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
-         "wait_for_capacity", "shard.rephrase", "shard.validate", "register_catalog",
-         "audit_run", "smoke_test_training", "write_report"}
+         "wait_for_capacity", "shard.rephrase", "shard.validate", "join_chunks",
+         "register_catalog", "audit_run", "smoke_test_training", "write_report"}
 
 
 def _not_succeeded(states: dict[str, str]) -> dict[str, str]:

@@ -41,7 +41,7 @@ def test_a_clean_run_adds_up(run, settings):
     assert (report.lost, report.duplicated, report.stale) == (0, 0, 0)
     assert report.result_line() == ("RESULT audit docs_in=6 prompt_rows=11 generated=9 "
                                     "quarantined=2 rejected=0 registered=9 lost=0 duplicated=0 "
-                                    "stale=0")
+                                    "stale=0 joined=9 left_out=2")
 
 
 def test_cli_prints_each_discrepancy_and_exits_3(run, settings, tmp_path):
@@ -84,7 +84,7 @@ def test_a_duplicated_output_row_is_counted(run, settings):
     report = audit(run.run_url)
     assert report.duplicated == 2  # the prompt row twice, and its (id, template) twice
     assert report.registered is None
-    assert report.result_line().endswith("registered=unchecked lost=0 duplicated=2 stale=1")
+    assert "registered=unchecked lost=0 duplicated=2 stale=1 " in report.result_line()
 
 
 def test_a_document_missing_from_prompts_and_quarantine_is_lost(run, tmp_path):
@@ -105,7 +105,7 @@ def test_catalog_rows_must_equal_committed_rows(run, settings):
         config.close_catalog(catalog)
     report = audit(run.run_url, TABLE, settings)
     assert report.registered == 5 and report.lost == 4
-    assert any("committed row(s)" in p and "not in the table" in p for p in report.problems)
+    assert any("usable joined row(s)" in p and "not in the table" in p for p in report.problems)
 
 
 def test_uncommitted_shard_loses_all_its_rows(run, settings):
@@ -136,14 +136,15 @@ def test_include_rejected_registers_every_row_with_its_verdict(tmp_path, setting
     try:
         rows = catalog.load_table(TABLE).scan(
             row_filter=EqualTo("run_url", run.run_url),
-            selected_fields=("shard", "row", "usable", "reasons", "clean_text")).to_arrow()
+            selected_fields=("shard", "id", "template_id", "usable", "reasons",
+                             "clean_text")).to_arrow()
     finally:
         config.close_catalog(catalog)
-    got = sorted((r["shard"], r["row"], r["usable"], tuple(r["reasons"]))
+    got = sorted((r["shard"], r["id"], r["template_id"], r["usable"], tuple(r["reasons"]))
                  for r in rows.to_pylist())
-    assert got == sorted((s, row, row >= 2, () if row >= 2 else ("too_short",))
-                         for s, n in (("shard-00000", 5), ("shard-00001", 4))
-                         for row in range(n))
+    assert got == sorted((g["shard"], g["id"], g["template_id"], g["row"] >= 2,
+                          () if g["row"] >= 2 else ("too_short",)) for g in run.generated)
+    assert len(got) == 9
     report = audit(run.run_url, TABLE, settings)
     assert report.problems == [] and report.registered == 9 and report.rejected == 4
 

@@ -89,11 +89,13 @@ def written(tmp_path_factory) -> Written:
         rephrase_shard(entry["url"], run, lambda: EchoEngine(reject_if=REJECT),
                        WorkerOptions(model="echo", checkpoint_rows=3))
     _cli(tmp, "validate", *[a for e in entries for a in ("--shard", e["url"])], "--run", run)
+    _cli(tmp, "join", "--run", run)
     _cli(tmp, "report", "--run", run, "--dag-id", "synthetic_rephrase",
          "--airflow-run-id", "manual__contract", "--gpu-hour-price", "2.5")
 
     documents = [(paths.MANIFEST_SUMMARY, "ManifestSummary", folder.manifest_summary()),
                  (paths.SHARDS_JSON, "ShardsJson", folder.shards_plan()),
+                 (paths.JOINED_SUMMARY, "JoinedJson", folder.joined()),
                  (paths.REPORT_JSON, "ReportJson", folder.report())]
     for entry in entries:
         documents += [(paths.commit(entry["name"]), "CommittedJson", folder.commit(entry["name"])),
@@ -121,7 +123,7 @@ def test_every_file_has_its_shape(written):
 
 
 @pytest.mark.parametrize("name", ["ManifestSummary", "ShardsJson", "CommittedJson",
-                                  "ValidationJson", "PlanGroup", "ReportJson"])
+                                  "ValidationJson", "PlanGroup", "JoinedJson", "ReportJson"])
 def test_contracts_md_lists_what_is_written(written, name):
     keys: set[str] = set()
     for where, value in written.of(name):

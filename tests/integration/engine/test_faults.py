@@ -1,6 +1,6 @@
 """Faults a production run meets, each survived with nothing lost or duplicated.
 
-- kill -9 of every step (crawl, stitch, rephrase, validate, register) at a named pause
+- kill -9 of every step (crawl, stitch, rephrase, validate, join, register) at a named pause
   point inside it, then a rerun of that step: `audit` of the run is clean;
 - S3 throttling and 5xx answers on the stitch's reads and on the rephrase part writes
   (moto behind a fault-injecting proxy);
@@ -126,6 +126,11 @@ def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
     _kill_at(validate, "validate:before-write", tmp_path)
     _run(validate, tmp_path)
 
+    join = _cli("join", "--run", run)
+    _kill_at(join, "join:before-summary", tmp_path)
+    assert not storage.exists(f"{run}/joined/_JOINED.json")  # register would refuse
+    joined = _run(join, tmp_path)
+
     register = _cli("register", "--run", run, "--table", TABLE, *catalog)
     _kill_at(register, "register:between-tables", tmp_path)
     settings = config.resolve_catalog("synthfactory", uri=catalog[1], warehouse=catalog[3])
@@ -140,6 +145,7 @@ def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
     assert report.generated + report.quarantined == 24 == report.prompt_rows
     assert report.registered + report.rejected == report.generated
     assert (report.lost, report.duplicated, report.stale) == (0, 0, 0)
+    assert report.joined == joined["joined"] == report.generated  # no document was cut
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from synthfactory import storage
 from synthfactory.audit import audit
 from synthfactory.cli_types import AUTO
 from synthfactory.errors import SynthfactoryError
+from synthfactory.join import join_run
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.quality.source import source_of
@@ -261,10 +262,14 @@ def test_the_audit_adds_up_every_chunk_and_document(first_run, corpus, count, ca
         rephrase_shard(shard["url"], out, lambda: EchoEngine(),
                        WorkerOptions(model="echo", checkpoint_rows=4))
         validate_shard(shard["url"], out, 0.5)
+    joined = join_run(out)
     report = audit(out)
     assert report.problems == []
     assert (report.docs_in, report.prompt_rows) == (len(DOCS), plan["prompt_rows"])
     assert report.generated + report.quarantined == plan["prompt_rows"]
+    # every document but the blob, once per style, joined back from its chunks
+    assert report.joined == joined["joined"] == (len(DOCS) - 1) * K
+    assert joined["source_tokens"] == K * plan["covered_tokens"]
     sizes = dict(zip(DOCS, count(list(DOCS.values())), strict=True))
     covered = sum(n for d, n in sizes.items() if d != "blob")
     with capsys.disabled():

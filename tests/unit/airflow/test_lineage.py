@@ -122,9 +122,11 @@ def test_every_step_of_the_dag_names_what_it_reads_and_writes(dag_argvs, runner)
     assert seen["shard.validate"] == (
         [(lake, f"{folder}/prompts"), (lake, f"{folder}/generated")],
         [(lake, f"{folder}/verdicts"), (lake, f"{folder}/rejected")])
+    assert seen["join_chunks"] == (
+        [(lake, f"{folder}/prompts"), (lake, f"{folder}/generated"),
+         (lake, f"{folder}/verdicts")], [(lake, f"{folder}/joined")])
     assert seen["register_catalog"] == (
-        [(lake, f"{folder}/generated"), (lake, f"{folder}/verdicts")],
-        [("iceberg://synthfactory", "synthetic.rephrased")])
+        [(lake, f"{folder}/joined")], [("iceberg://synthfactory", "synthetic.rephrased")])
     assert ("iceberg://synthfactory", "synthetic.rephrased") in seen["audit_run"][0]
     assert seen["write_report"][1] == [(lake, f"{folder}/report")]
     # every step of the DAG gives lineage: a new step must be added to operators/lineage.py

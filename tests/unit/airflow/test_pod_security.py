@@ -40,7 +40,7 @@ def built_pods(tmp_path_factory):
 def test_every_pod_task_of_both_dags_is_built(built_pods):
     assert {task for _, task in built_pods} >= {
         "crawl_metadata", "stitch_prompts", "plan_shards", "shard.rephrase", "shard.validate",
-        "register_catalog", "smoke_test_training", "sweep_engine_args"}
+        "join_chunks", "register_catalog", "smoke_test_training", "sweep_engine_args"}
 
 
 def test_every_pod_is_restricted_sidecar_included(built_pods):

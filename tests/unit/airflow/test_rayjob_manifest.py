@@ -156,5 +156,6 @@ def test_the_dag_in_kuberay_mode_builds_a_valid_two_node_wave(schema, tmp_path):
     assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "synthfactory-gpu"
     assert [(g["pool"], str(g["count"])) for g in sensor.wave] == [("cpu", "1"), ("gpu", "2")]
     assert sensor.wave[1]["requests"]["nvidia.com/gpu"] == "8"
-    assert dag.get_task("register_catalog").upstream_task_ids == {"validate"}
+    assert dag.get_task("join_chunks").upstream_task_ids == {"validate"}
+    assert dag.get_task("register_catalog").upstream_task_ids == {"join_chunks"}
     assert "rephrase_wave" in dag.get_task("validate").upstream_task_ids

@@ -99,17 +99,18 @@ def test_spec_round_trips_through_json_form():
         assert spec_from_dict(obj).to_dict() == obj
 
 
-def test_empirical_spec_from_run_uses_only_generated_parts(tmp_path):
+def test_empirical_spec_from_run_uses_only_the_joined_parts(tmp_path):
     run = make_run(tmp_path, [5, 7, 0, 9, 11, 13])
     spec = spec_from_dict({"type": "empirical", "source": run})
     assert isinstance(spec, EmpiricalLengthSpec)
-    # The stray stats.parquet (10**6 tokens) is skipped; 0-token outputs are left out.
+    # The strays (10**6 tokens: an unlisted joined part, a generated part) are skipped;
+    # 0-token outputs are left out.
     assert sorted(spec.lengths.tolist()) == [5, 7, 9, 11, 13]
     assert set(spec.sample(np.random.default_rng(0), 500).tolist()) == {5, 7, 9, 11, 13}
 
 
 def test_empirical_spec_without_parts_says_where_it_looked(tmp_path):
-    with pytest.raises(SynthfactoryError, match="no generated parts"):
+    with pytest.raises(SynthfactoryError, match="no joined/_JOINED.json; run `synthfactory join"):
         spec_from_dict({"type": "empirical", "source": str(tmp_path)})
 
 
