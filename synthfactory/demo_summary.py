@@ -41,6 +41,65 @@ def quality_lines(report: ReportJson) -> list[str]:
     return lines
 
 
+def yield_lines(report: ReportJson) -> list[str]:
+    """The corpus in, chunks joined back, and the usable tokens out, per template too."""
+    y = report["token_yield"]
+    lines = []
+    if y["chunked_documents"]:
+        lines.append("chunked documents".ljust(LABEL) + f"{y['chunked_documents']} longer than "
+                     f"the window, cut into {y['chunks']} chunks and joined back")
+    if y["seed_tokens"] is not None:
+        lines.append("seed tokens".ljust(LABEL) + f"{y['seed_tokens']}, {y['covered_tokens']} "
+                     f"of them in prompt rows ({_pct(y['covered_share'])})")
+    if y["yield"] is not None:
+        per = ", ".join(f"{t} {_ratio(f['token_yield'])}"
+                        for t, f in sorted(((report["quality"] or {}).get("by_template")
+                                            or {}).items()))
+        lines.append("token yield".ljust(LABEL) + f"{y['usable_tokens']} usable tokens / "
+                     f"{y['seed_tokens']} seed tokens = {_ratio(y['yield'])}"
+                     + (f" (by template: {per})" if per else ""))
+    return lines
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def joined_example(run_url: str) -> list[str]:
+    """A chunked document's joined row: its source's first lines and each chunk output's
+    first line, in order (empty when no document was cut)."""
+    from synthfactory.join import SEAM
+
+    joined = storage.run_folder(run_url).joined() or {}
+    for part in joined.get("parts") or []:
+        rows = storage.read_table(storage.join(run_url, "joined", part["name"]))
+        chunked = [r for r in rows.to_pylist() if (r.get("chunk_count") or 1) > 1]
+        if not chunked:
+            continue
+        row = chunked[0]
+        lines = [f"joined example ({row['template_id']} style), document {row['id']} in "
+                 f"{row['chunk_count']} chunks ({'usable' if row['usable'] else 'rejected'}):"]
+        source = _first_source(run_url, row["id"])
+        lines += ["  source: " + line[:100] for line in source.strip().splitlines()[:3]]
+        for i, chunk in enumerate(row["output_text"].split(SEAM)):
+            first = next((ln for ln in chunk.splitlines() if ln.strip()), "")
+            lines.append(f"  chunk {i}: {first[:100]}")
+        return lines
+    return []
+
+
+def _first_source(run_url: str, doc_id: str) -> str:
+    """The document's first chunk's text, as its prompt row holds it (after the
+    shipped templates' ``Text:`` line)."""
+    plan = storage.run_folder(run_url).shards_plan() or {}
+    for shard in plan.get("shards") or []:
+        prompts = storage.read_table(shard["url"], columns=["doc_id", "chunk_index", "user"])
+        for row in prompts.to_pylist():
+            if row["doc_id"] == doc_id and row["chunk_index"] == 0:
+                return row["user"].split("Text:\n", 1)[-1]
+    return ""
+
+
 def engine_lines(report: ReportJson) -> list[str]:
     """The engine's dtype and why, as each commit recorded it."""
     return ["engine".ljust(LABEL) + f"{e['dtype_reason']}; engine core {e['engine_core']}"
@@ -104,6 +163,7 @@ def main() -> None:
           f"(CPU: {hardware.isa()})")
     print("\n".join(engine_lines(report)))
     print("\n".join(quality_lines(report)))
+    print("\n".join(yield_lines(report)))
     print(f"catalog table           {args.table}: {arrow.num_rows} rows of this run "
           f"({catalog.properties.get('uri')})")
     print("query it with           .venv-worker/bin/synthfactory catalog show "
@@ -112,6 +172,10 @@ def main() -> None:
     print(_wrap(source))
     print("rephrased:")
     print(_wrap(example["output_text"]))
+    joined = joined_example(layout.run_url)
+    if joined:
+        print()
+        print("\n".join(joined))
     print("=" * 72)
 
 

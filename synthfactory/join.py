@@ -97,7 +97,8 @@ class _Pending:
 
 
 def join_run(run_url: str) -> JoinedJson:
-    committed = read_committed_run(run_url)  # refuses an unfinished or inconsistent run
+    # refuses an unfinished or inconsistent run, as register would
+    committed = read_committed_run(run_url, "join")
     layout = RunLayout(committed.run_url)
     storage.delete(storage.join(layout.run_url, paths.JOINED))  # a rerun writes it anew
     totals = _Totals()

@@ -34,6 +34,7 @@ REFRESH_S = 30  # a run's page reloads itself this often while it has no report.
 TEMPLATES.filters["num"] = lambda v: "–" if v is None or is_undefined(v) else (
     f"{v:,}" if isinstance(v, int) else f"{v:,.2f}")
 TEMPLATES.filters["pct"] = lambda v: "–" if v is None or is_undefined(v) else f"{v:.1%}"
+TEMPLATES.filters["ratio"] = lambda v: "–" if v is None or is_undefined(v) else f"{v:.3f}"
 
 
 def airflow_access():

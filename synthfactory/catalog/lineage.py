@@ -44,6 +44,9 @@ RUNS_SCHEMA = pa.schema(
         ("joined_rows", pa.int64()),  # one per document and template (docs/adr/0136)
         ("joined_usable", pa.int64()),
         ("chunked_rows", pa.int64()),  # joined rows of documents cut into chunks
+        ("seed_tokens", pa.int64()),  # the documents stitch read (shards.json)
+        ("usable_tokens", pa.int64()),  # output tokens of the usable joined rows
+        ("token_yield", pa.float64()),  # usable_tokens / seed_tokens
         ("include_rejected", pa.bool_()),
         ("prompt_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
@@ -79,6 +82,9 @@ class RunLineage:
     joined_rows: int
     joined_usable: int
     chunked_rows: int
+    seed_tokens: int | None
+    usable_tokens: int | None
+    token_yield: float | None
     include_rejected: bool
     quality_reasons: dict
     prompt_tokens: int
@@ -124,6 +130,8 @@ def lineage_of(
                               or {}).items():
             reasons[reason] = reasons.get(reason, 0) + int(count or 0)
     usable = sum(shard.rows_usable for shard in run.shards)
+    seed_tokens = shards_json.get("seed_tokens")  # None: stitched before it was counted
+    usable_tokens = joined["usable_output_tokens"] if joined else None
     generated = int(run.total("rows_generated"))
     models = sorted({str(s.commit["model"]) for s in run.shards if s.commit.get("model")})
     devices = sorted({str(s.commit["device"]) for s in run.shards if s.commit.get("device")})
@@ -152,6 +160,10 @@ def lineage_of(
         joined_rows=joined["joined"] if joined else 0,
         joined_usable=joined["usable"] if joined else 0,
         chunked_rows=joined["chunked"] if joined else 0,
+        seed_tokens=seed_tokens,
+        usable_tokens=usable_tokens,
+        token_yield=(round(usable_tokens / seed_tokens, 4)
+                     if seed_tokens and usable_tokens is not None else None),
         include_rejected=include_rejected,
         quality_reasons=reasons,
         prompt_tokens=int(run.total("prompt_tokens")),

@@ -65,7 +65,7 @@ class CommittedRun:
         return [url for shard in self.shards for url in shard.part_urls]
 
 
-def read_committed_run(run_url: str) -> CommittedRun:
+def read_committed_run(run_url: str, step: str = "register") -> CommittedRun:
     folder = storage.run_folder(run_url)
     layout = RunLayout(folder.run_url)
     shards_json = folder.shards_plan()
@@ -108,7 +108,9 @@ def read_committed_run(run_url: str) -> CommittedRun:
         shown = problems[:_MAX_PROBLEMS_SHOWN]
         if len(problems) > len(shown):
             shown.append(f"... and {len(problems) - len(shown)} more")
-        raise PermanentError(f"refusing to register {layout.run_url}:\n  " + "\n  ".join(shown))
+        # one problem, one line (docs/bad-inputs.md); several, one line each
+        sep = "\n  " if len(shown) > 1 else " "
+        raise PermanentError(f"refusing to {step} {layout.run_url}:{sep}" + sep.join(shown))
     return CommittedRun(layout.run_url, shards_json, tuple(shards))
 
 

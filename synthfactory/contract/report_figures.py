@@ -27,6 +27,7 @@ from synthfactory.contract.shapes import (
     ReportRejectedExample,
     ReportShard,
     ReportStitch,
+    ReportTokenYield,
 )
 
 _KIND_END = re.compile(r"\s*[(:]")
@@ -234,7 +235,8 @@ def quality_figures(files: RunFiles,
         "yield": share(usable, usable + rejected),
         "reasons": dict(reasons),
         "by_template": {t: {"generated": c["generated"], "usable": c["usable"],
-                            "yield": share(c["usable"], c["generated"])}
+                            "yield": share(c["usable"], c["generated"]),
+                            **template_token_yield(files.joined, t)}
                         for t, c in sorted(by_template.items())},
         "usable_output_tokens": tokens,
         "usable_tokens_per_s": per_second(tokens, generation_s),
@@ -242,6 +244,38 @@ def quality_figures(files: RunFiles,
         "examples": examples or [],
     }
     return report, device_s, [pre_gate(p) for p in old]
+
+
+def template_token_yield(joined: dict | None, template: str) -> dict:
+    """A template's joined rows, their seed tokens, the usable ones' output tokens and
+    the ratio of the two; None before the join (the chunks' counts are not documents)."""
+    t = ((joined or {}).get("by_template") or {}).get(template)
+    if t is None:
+        return {"joined": None, "source_tokens": None, "usable_tokens": None,
+                "token_yield": None}
+    return {"joined": t["rows"], "source_tokens": t["source_tokens"],
+            "usable_tokens": t["usable_output_tokens"],
+            "token_yield": share(t["usable_output_tokens"], t["source_tokens"])}
+
+
+def token_yield_figures(plan: dict, joined: dict | None) -> ReportTokenYield:
+    """Seed documents and tokens in, what the prompts covered, and the usable synthetic
+    tokens the join counted out: yield = usable tokens / seed tokens. A run stitched
+    before seed tokens were counted has None for them (and for the yield)."""
+    seed, covered = plan.get("seed_tokens"), plan.get("covered_tokens")
+    usable = joined["usable_output_tokens"] if joined else None
+    return {
+        "seed_documents": plan.get("rows_in"),
+        "seed_tokens": seed,
+        "chunked_documents": plan.get("chunked_documents"),
+        "chunks": plan.get("chunks"),
+        "covered_tokens": covered,
+        "covered_share": share(covered, seed) if seed and covered is not None else None,
+        "joined_rows": joined["joined"] if joined else None,
+        "usable_rows": joined["usable"] if joined else None,
+        "usable_tokens": usable,
+        "yield": share(usable, seed) if seed and usable is not None else None,
+    }
 
 
 def build_report(
@@ -321,5 +355,6 @@ def build_report(
         "lengths": lengths,
         "examples": examples or [],
         "quality": quality,
+        "token_yield": token_yield_figures(plan, files.joined),
         "figures": {},
     }

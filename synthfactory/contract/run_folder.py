@@ -31,6 +31,7 @@ NOT_WRITTEN = {
     paths.SHARDS_JSON: "stitch_prompts has not finished",
     paths.COMMITTED: "shard.rephrase is running or failed",
     paths.VALIDATION: "shard.validate has not finished",
+    paths.JOINED_SUMMARY: "join_chunks has not finished",
     paths.REPORT_JSON: "the run is in progress, or failed before write_report",
 }
 
@@ -61,6 +62,7 @@ class RunFiles:
     plan: ShardsJson | None
     shards: tuple[ShardFiles, ...]
     missing: tuple[str, ...]
+    joined: JoinedJson | None = None  # join_chunks' summary, once every group is done
 
 
 class RunFolder:
@@ -110,4 +112,7 @@ class RunFolder:
             if shard.validation is None:
                 missing.append(not_written(paths.validation(name), paths.VALIDATION))
             shards.append(shard)
-        return RunFiles(manifest, plan, tuple(shards), tuple(missing))
+        joined = self.joined()
+        if joined is None and plan is not None:  # as the shards' lines: once there is a plan
+            missing.append(not_written(paths.JOINED_SUMMARY))
+        return RunFiles(manifest, plan, tuple(shards), tuple(missing), joined)

@@ -335,6 +335,26 @@ ReportTemplateYield = TypedDict("ReportTemplateYield", {
     "generated": int,
     "usable": int,
     "yield": float | None,  # usable / generated
+    # from the join (None before it): the template's joined rows, their seed tokens, the
+    # usable ones' output tokens, and usable tokens / seed tokens
+    "joined": int | None,
+    "source_tokens": int | None,
+    "usable_tokens": int | None,
+    "token_yield": float | None,
+})
+
+# The corpus in, the usable synthetic tokens out: what a team plans the next run with.
+ReportTokenYield = TypedDict("ReportTokenYield", {
+    "seed_documents": int | None,  # documents stitch read
+    "seed_tokens": int | None,  # their tokens (shards.json)
+    "chunked_documents": int | None,  # documents cut into chunks to fit the window
+    "chunks": int | None,
+    "covered_tokens": int | None,  # seed tokens in prompt rows (whole or chunked)
+    "covered_share": float | None,  # covered / seed tokens
+    "joined_rows": int | None,  # one per document and template (None before the join)
+    "usable_rows": int | None,
+    "usable_tokens": int | None,  # output tokens of the usable joined rows
+    "yield": float | None,  # usable tokens / seed tokens
 })
 
 
@@ -380,6 +400,7 @@ class ReportJson(TypedDict):
     lengths: ReportLengths | None  # None where the parquet parts were not read
     examples: list[ReportExample]
     quality: ReportQuality | None  # None before any shard was gated (or validated pre-gate)
+    token_yield: ReportTokenYield
     figures: dict[str, str]  # figure name -> PNG file name beside report.json
     dag_id: NotRequired[str | None]  # the three set by `synthfactory report`
     airflow_run_id: NotRequired[str | None]

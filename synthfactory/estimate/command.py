@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="an engine sweep's folder: its winner's measured tokens/s")
     rate.add_argument("--from-run", metavar="URL",
                       help="a run folder with report/report.json: its tokens per "
-                           "device-second and engine start-up")
+                           "device-second and engine start-up, and its token yield: "
+                           "--tokens then counts usable tokens, generated at the run's usable "
+                           "share from seed tokens at its yield")
     parser.add_argument("--startup-s", type=non_negative_float, default=None,
                         help="engine start-up per task, s (default: measured, else 0)")
     parser.add_argument("--gpus", type=positive_int, required=True)
@@ -87,9 +89,24 @@ def _measured(args: argparse.Namespace) -> Measured | None:
     return None
 
 
+def _with_yield(tokens: int, source: float, args: argparse.Namespace,
+                measured: Measured | None) -> tuple[int, float, dict]:
+    """A run's measured yield turns usable tokens wanted into the output tokens to
+    generate (rejected rows cost GPU time too) and the seed tokens stitch must read."""
+    if not (measured and measured.token_yield and measured.usable_share):
+        return tokens, source, {"usable_tokens": None, "measured_token_yield": None,
+                                "measured_usable_share": None, "seed_tokens_needed": None}
+    seed = tokens / measured.token_yield
+    generated = round(tokens / measured.usable_share)
+    return generated, (source if args.tokens_per_doc is not None else seed), {
+        "usable_tokens": tokens, "measured_token_yield": measured.token_yield,
+        "measured_usable_share": measured.usable_share, "seed_tokens_needed": round(seed)}
+
+
 def run(args: argparse.Namespace) -> dict:
     tokens, docs, source = _size(args)
     measured = _measured(args)
+    tokens, source, produced = _with_yield(tokens, source, args, measured)
     warnings = []
     if args.startup_s is not None:
         startup, startup_source = args.startup_s, "--startup-s"
@@ -116,6 +133,7 @@ def run(args: argparse.Namespace) -> dict:
         "rate_source": measured.source if measured else "--tokens-per-s-per-gpu",
         "startup_source": startup_source,
         "measured_generating_fraction": measured.generating_fraction if measured else None,
+        **produced,
         "warnings": figures["warnings"] + warnings,
     }
     if not args.json:
@@ -165,6 +183,14 @@ def table(s: dict) -> str:
          + (" (measured, docs/stitch.md)"
             if s["stitch_tokens_per_core_s"] == a.STITCH_TOKENS_PER_CORE_S else "")),
     ]
+    if s.get("usable_tokens") is not None:
+        rows[1:1] = [
+            ("usable tokens", _n(s["usable_tokens"]),
+             f"--tokens; generated at the run's usable share {s['measured_usable_share']:.1%}"),
+            ("seed tokens needed", _n(s["seed_tokens_needed"]),
+             f"at the run's token yield {s['measured_token_yield']:.4f} usable per seed "
+             "token"),
+        ]
     if s["measured_generating_fraction"] is not None:
         rows.append(("generating fraction", f"{s['measured_generating_fraction']:.1%}",
                      "of the measured run's shard wall time"))

@@ -16,6 +16,10 @@ class Measured:
     startup_s: float | None  # None: the source did not record it
     source: str  # what the figures are, and where they come from
     generating_fraction: float | None = None  # a run's share of wall time generating
+    # a run's usable tokens per seed token, and per generated token (its report's
+    # token_yield); None from a sweep, or a run reported before the join
+    token_yield: float | None = None
+    usable_share: float | None = None
 
 
 def from_run(url: str) -> Measured:
@@ -36,11 +40,16 @@ def from_run(url: str) -> Measured:
     tokens = report.get("tokens") or {}
     starts, startup = tokens.get("engine_starts"), tokens.get("startup_s")
     devices = ", ".join(tokens.get("devices") or []) or "unknown device"
+    produced = report.get("token_yield") or {}
+    usable = produced.get("usable_tokens")
     return Measured(
         tokens_per_s_per_gpu=round(output / device_s, 2),
         startup_s=None if starts is None else round(startup / starts, 3) if starts else 0.0,
         source=f"run {run_url} ({len(committed)} committed shards, {devices})",
-        generating_fraction=tokens.get("generating_fraction"))
+        generating_fraction=tokens.get("generating_fraction"),
+        token_yield=produced.get("yield") or None,
+        usable_share=(round(usable / tokens["output"], 4)
+                      if usable and tokens.get("output") else None))
 
 
 def from_sweep(url: str) -> Measured:

@@ -20,6 +20,7 @@ from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 from synthfactory.validate import VERDICT_SCHEMA, quality_counts
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SOURCE_TOKENS = 30  # each document's tokens, as stitch counts them
 ENGINE_ARGS = {"max_num_seqs": 32, "dtype": "bfloat16", "max_model_len": 2048}
 TEMPLATES = [
     {"id": "encyclopedic", "version": "1", "style": "encyclopedic"},
@@ -97,6 +98,8 @@ def build_run(
             "templates": TEMPLATES,
             "rows_in": len(docs),
             "prompt_rows": sum(shard_rows),
+            "seed_tokens": SOURCE_TOKENS * len(docs),
+            "covered_tokens": SOURCE_TOKENS * len(docs),
             "quarantined": 0,
             "styles_per_doc": len(TEMPLATES),
             "shard_tokens": 4096,
@@ -131,6 +134,7 @@ def _prompt_rows(pipeline: str, interval: str, index: int, rows: int) -> list[di
                 "user": f"Rewrite in the {template['style']} style: text of {doc}.",
                 "prompt_tokens": 20 + row,
                 "max_new_tokens": 128,
+                "source_tokens": SOURCE_TOKENS,
             }
         )
     return out

@@ -63,6 +63,13 @@ def test_register_reads_back_exactly_the_committed_rows(tmp_path, settings, tabl
     assert summary["pipeline"] == "wrap-demo" and summary["interval"] == "2024-01-01"
     assert summary["model"] == MODEL and summary["engine_args"] == ENGINE_ARGS
     assert summary["device_seconds"] == 121.0  # 60 + 61
+    # the yield: every generated row is usable here, each document 30 seed tokens
+    seed = storage.read_json(run.layout.shards_json)["seed_tokens"]
+    usable = sum(r["output_tokens"] for r in run.generated)
+    assert (summary["seed_tokens"], summary["usable_tokens"]) == (seed, usable)
+    assert summary["token_yield"] == round(usable / seed, 4)
+    assert (summary["joined_rows"], summary["joined_usable"], summary["chunked_rows"]) == (
+        7, 7, 0)
     assert json.loads(json.dumps(summary)) == summary  # goes onto an Asset event as is
 
 

@@ -223,6 +223,35 @@ def test_register_writes_the_joined_grain_and_the_audit_adds_up(joined_run, tmp_
     assert report.joined == 4 and report.left_out == 0 and report.registered == 4
 
 
+def test_the_report_and_the_demo_summary_give_the_token_yield(joined_run, capsys):
+    import argparse
+
+    from synthfactory.demo_summary import joined_example, yield_lines
+    from synthfactory.report.command import run as report
+
+    out, plan, joined = joined_run["out"], joined_run["plan"], joined_run["summary"]
+    report(argparse.Namespace(run=out, gpu_hour_price=2.0, dag_id=None, airflow_run_id=None))
+    written = storage.read_json(storage.join(out, paths.REPORT_JSON))
+    y = written["token_yield"]
+    assert (y["seed_documents"], y["seed_tokens"]) == (len(DOCS), plan["seed_tokens"])
+    assert (y["chunked_documents"], y["chunks"]) == (2, plan["chunks"])
+    assert y["covered_tokens"] == plan["covered_tokens"] < plan["seed_tokens"]  # the blob
+    assert y["usable_tokens"] == joined["usable_output_tokens"]
+    assert y["yield"] == round(y["usable_tokens"] / y["seed_tokens"], 4)
+    for template, t in written["quality"]["by_template"].items():
+        assert t["source_tokens"] == joined["by_template"][template]["source_tokens"]
+    assert not any("joined" in m for m in written["missing"])  # no crawl here: its line only
+    lines = yield_lines(written)
+    assert lines[0].split() == ["chunked", "documents", "2", "longer", "than", "the",
+                                "window,", "cut", "into", str(plan["chunks"]), "chunks",
+                                "and", "joined", "back"]
+    assert any(line.startswith("token yield") for line in lines)
+    example = joined_example(out)
+    assert example[0].startswith("joined example") and "chunks" in example[0]
+    assert example[1] == "  source: # Guide 1" or example[1] == "  source: # Guide 2"
+    assert sum(line.startswith("  chunk ") for line in example) >= 2
+
+
 def test_register_refuses_a_join_older_than_a_commit(joined_run, tmp_path):
     out = joined_run["out"]
     summary_url = storage.join(out, paths.JOINED_SUMMARY)

@@ -13,6 +13,7 @@ from synthfactory import cli, storage
 from synthfactory.contract import RunFolder, build_report, shard_figures
 from synthfactory.demo_summary import LABEL, quality_lines
 from synthfactory.errors import PermanentError
+from synthfactory.join import join_run
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.engines import Completion, EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
@@ -25,6 +26,7 @@ from tests.support.run_folders import build_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # per shard: (template, [(output, finish_reason, the reasons the gate gives)])
+SOURCE_TOKENS = 40  # what stitch would have counted for each document
 SHARDS = [
     ("encyclopedic", [(REWRITE, "stop", []), (REWRITE, "length", ["truncated"]),
                       (REFUSAL, "stop", ["refusal"]), (SOURCE, "stop", ["copy_of_source"]),
@@ -65,7 +67,8 @@ def _gated(tmp_path, shards) -> RunLayout:
         ids = [f"doc-{n + i:02d}" for i in range(len(rows))]
         n += len(rows)
         url = layout.prompt_shard(index)
-        storage.write_table(prompt_table(template, ids, [SOURCE] * len(rows), 64), url)
+        storage.write_table(prompt_table(template, ids, [SOURCE] * len(rows), 64,
+                                         source_tokens=[SOURCE_TOKENS] * len(rows)), url)
         entries.append({"name": f"shard-{index:05d}", "url": url, "rows": len(rows),
                         "tokens": 100})
         templates.append({"id": template.id, "version": template.version,
@@ -85,6 +88,7 @@ def _gated(tmp_path, shards) -> RunLayout:
         commit["timings"]["generation_s"], commit["device_seconds"] = GENERATION_S, DEVICE_S
         storage.write_json(commit_url, commit)
         validate_shard(entry["url"], layout.run_url, 0.5)
+    join_run(layout.run_url)
     return layout
 
 
@@ -110,9 +114,14 @@ def test_quality_section_adds_up_against_the_verdicts(gated_run):
             for reason in reasons:
                 expected[reason] += 1
     assert quality["reasons"] == expected and len(expected) == 9  # every reason, zeros too
+    rewrite, summary = len(REWRITE.split()), len(SUMMARY.split())  # the Scripted counts
     assert quality["by_template"] == {
-        "encyclopedic": {"generated": 6, "usable": 1, "yield": round(1 / 6, 4)},
-        "summary": {"generated": 3, "usable": 1, "yield": round(1 / 3, 4)}}
+        "encyclopedic": {"generated": 6, "usable": 1, "yield": round(1 / 6, 4), "joined": 6,
+                         "source_tokens": 6 * SOURCE_TOKENS, "usable_tokens": rewrite,
+                         "token_yield": round(rewrite / (6 * SOURCE_TOKENS), 4)},
+        "summary": {"generated": 3, "usable": 1, "yield": round(1 / 3, 4), "joined": 3,
+                    "source_tokens": 3 * SOURCE_TOKENS, "usable_tokens": summary,
+                    "token_yield": round(summary / (3 * SOURCE_TOKENS), 4)}}
 
     tokens = sum(v["output_tokens"] for v in usable)
     assert quality["usable_output_tokens"] == tokens == len(REWRITE.split()) + len(

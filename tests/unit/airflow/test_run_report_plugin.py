@@ -148,6 +148,16 @@ def test_finished_run_report_page_shows_the_quality_section(engine_run):
     reasons = {li.get("data-rejection-reason"): int(li.get("data-value"))
                for li in doc.xpath("//li[@data-rejection-reason]")}
     assert reasons == quality["reasons"]
+    # the token yield: seed tokens in, usable tokens out, per template beside the rows
+    y = report["token_yield"]
+    assert y["seed_tokens"] and y["usable_tokens"] is not None and y["yield"] is not None
+    for key in ("seed_tokens", "covered_tokens", "usable_tokens"):
+        assert figure(doc, key) == str(y[key]), key
+    assert figure(doc, "token_yield") == str(y["yield"])
+    token_yields = {tr.get("data-template"): tr.get("data-token-yield")
+                    for tr in doc.xpath('//table[@id="yield"]//tr[@data-template]')}
+    assert token_yields == {t: "" if v["token_yield"] is None else str(v["token_yield"])
+                            for t, v in quality["by_template"].items()}
     examples = doc.xpath("//article[@data-rejected-example]")
     assert [e.get("data-rejected-example") for e in examples] == [
         e["reason"] for e in quality["examples"]]

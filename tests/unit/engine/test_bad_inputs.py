@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthfactory import cli, storage
+from synthfactory.join import join_run
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 from synthfactory.validate import validate_shard
@@ -219,6 +220,11 @@ CASES = [
          ["register", "--run", "{committed}", "--table", "rephrased",
           "--catalog-uri", "sqlite:///{tmp}/catalog.db"],
          ("--table 'rephrased'", "expected NAMESPACE.TABLE")),
+    # join
+    Case("join-not-a-run", 3, ["join", "--run", "{tmp}/empty"],
+         ("empty/prompts/shards.json", "not found")),
+    Case("join-shard-not-committed", 3, ["join", "--run", "{run}"],
+         ("1 of 1 shards are not committed", "finish `synthfactory rephrase` for them first")),
     # catalog
     Case("catalog-list-unknown-namespace", 3,
          ["catalog", "list", "--namespace", "nope", "--catalog-uri", "sqlite:///{tmp}/catalog.db",
@@ -316,6 +322,7 @@ def build_world(tmp: Path) -> dict[str, str]:
         "prompt_rows": 4})
     rephrase_shard(done, None, lambda: EchoEngine(), WorkerOptions(model="echo"))
     validate_shard(done, committed, 0.5)
+    join_run(committed)
     paths["committed"] = committed
 
     # A model folder whose tuned engine file holds a key vLLM does not know.

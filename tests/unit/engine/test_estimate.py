@@ -98,7 +98,7 @@ def test_list_requests_count_1000_keys_a_request(capsys):
     assert plan["crawl_list_requests"] == 90
 
 
-def _report(run_url: str) -> None:
+def _report(run_url: str, token_yield: dict | None = None) -> None:
     """A report.json with two committed shards and one still running."""
     shards = [
         {"name": "shard-00000", "committed": True, "output_tokens": 6000, "device_seconds": 20.0},
@@ -110,7 +110,28 @@ def _report(run_url: str) -> None:
               "engine_starts": 2, "generation_s": 30.0, "wall_s": 40.0,
               "generating_fraction": 0.75}
     storage.write_json(storage.join(run_url, paths.REPORT_JSON),
-                       {"run_url": run_url, "shards": shards, "tokens": tokens})
+                       {"run_url": run_url, "shards": shards, "tokens": tokens,
+                        **({"token_yield": token_yield} if token_yield else {})})
+
+
+def test_a_runs_token_yield_sizes_the_seed_and_the_generation(tmp_path, capsys):
+    """The run made 2,375 usable tokens of its 9,500 output tokens (25%) from 19,000 seed
+    tokens (yield 0.125): 1e6 usable tokens need 4e6 generated and 8e6 seed tokens."""
+    run_url = f"file://{tmp_path}/run"
+    _report(run_url, {"seed_tokens": 19000, "usable_tokens": 2375, "yield": 0.125})
+    plan, table = _estimate(capsys, "--tokens", "1e6", "--from-run", run_url, "--gpus", "1",
+                            "--startup-s", "0")
+    assert plan["usable_tokens"] == 1_000_000 and plan["tokens"] == 4_000_000
+    assert (plan["measured_usable_share"], plan["measured_token_yield"]) == (0.25, 0.125)
+    assert plan["seed_tokens_needed"] == 8_000_000 == plan["stitch_source_tokens"]
+    # 4e6 generated tokens at 300 tokens/s: 13,333 GPU-seconds
+    assert plan["gpu_hours"] == round(4e6 / 300 / 3600, 3)
+    assert "seed tokens needed" in table and "8,000,000" in table
+    # a run reported before the join has no yield: --tokens are output tokens, as before
+    _report(run_url)
+    plan, _ = _estimate(capsys, "--tokens", "1e6", "--from-run", run_url, "--gpus", "1",
+                        "--startup-s", "0", "--json")
+    assert plan["tokens"] == 1_000_000 and plan["seed_tokens_needed"] is None
 
 
 def test_a_run_gives_tokens_per_gpu_second_and_start_up_per_task(tmp_path, capsys):
