@@ -63,7 +63,8 @@ var/models/SmolLM2-135M-Instruct/config.json: .venv-worker/.ok
 model: var/models/SmolLM2-135M-Instruct/config.json
 
 corpus: .venv-worker/.ok
-	$(WORKER) corpus --out file://$(SYNTHFACTORY_HOME)/var/corpus --days 3 --docs-per-day 64 --end-date $(DEMO_DATE)
+	$(WORKER) corpus --out file://$(SYNTHFACTORY_HOME)/var/corpus --days 3 --docs-per-day 64 \
+	  --long-docs-per-day 1 --end-date $(DEMO_DATE)
 
 $(AIRFLOW_HOME)/airflow.db: .venv/.ok
 	mkdir -p $(AIRFLOW_HOME)

@@ -52,6 +52,36 @@ def iter_docstrings(
                 yield name, doc
 
 
+def iter_module_guides(stdlib: Path, min_chars: int, max_chars: int) -> Iterator[tuple[str, str]]:
+    """(module, guide) of modules whose documentation, written out as one Markdown
+    document (the module's docstring under ``# module``, then each class's and
+    function's under ``## name``), reaches ``min_chars``: long documents with
+    headings, in path order, each cut at the last docstring that keeps it within
+    ``max_chars``. The demo's window cannot hold them: stitch cuts them into chunks."""
+    for path in sorted(stdlib.rglob("*.py")):
+        if _SKIP_DIRS.intersection(path.relative_to(stdlib).parts):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        module = ".".join(path.relative_to(stdlib).with_suffix("").parts)
+        head = ast.get_docstring(tree, clean=True)
+        if not head or module.startswith("_") or "._" in module:
+            continue
+        guide = f"# {module}\n\n{head}\n"
+        for node in tree.body:  # top-level classes and functions, in the file's order
+            if not isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            doc = ast.get_docstring(node, clean=True)
+            section = f"\n## {node.name}\n\n{doc}\n" if doc else ""
+            if len(guide) + len(section) > max_chars:
+                break
+            guide += section
+        if len(guide) >= min_chars:
+            yield module, guide
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="corpus root URL (file:// or s3://)")
     parser.add_argument("--days", type=positive_int, default=3, help="number of daily partitions")
@@ -61,6 +91,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-chars", type=non_negative_int, default=300)
     parser.add_argument("--max-chars", type=positive_int, default=2500)
     parser.add_argument("--per-module", type=positive_int, default=2)
+    parser.add_argument("--long-docs-per-day", type=non_negative_int, default=0,
+                        help="documents per day that are a whole module's documentation "
+                             "(headings and all), longer than a 2,048-token window")
+    parser.add_argument("--long-min-chars", type=positive_int, default=9000)
+    parser.add_argument("--long-max-chars", type=positive_int, default=14000)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -88,14 +123,29 @@ def run(args: argparse.Namespace) -> dict:
             f"{stdlib}: only {len(docs)} docstrings of {args.min_chars}-{args.max_chars} "
             f"characters, {wanted} wanted"
         )
+    long_wanted = args.days * args.long_docs_per_day
+    guides = []
+    if long_wanted:
+        for name, text in iter_module_guides(stdlib, args.long_min_chars, args.long_max_chars):
+            guides.append((f"{name}.guide", text))
+            if len(guides) == long_wanted:
+                break
+        if len(guides) < long_wanted:
+            raise SynthfactoryError(
+                f"{stdlib}: only {len(guides)} modules document {args.long_min_chars}-"
+                f"{args.long_max_chars} characters, {long_wanted} wanted")
     partitions = []
+    per_day = args.long_docs_per_day
     for day in range(args.days):
         date = end - dt.timedelta(days=args.days - 1 - day)
-        chunk = docs[day * args.docs_per_day : (day + 1) * args.docs_per_day]
+        chunk = (docs[day * args.docs_per_day : (day + 1) * args.docs_per_day]
+                 + guides[day * per_day : (day + 1) * per_day])
         ids = [hashlib.sha1(name.encode()).hexdigest()[:16] + f"-{name}" for name, _ in chunk]
         table = pa.table({"id": ids, "text": [text for _, text in chunk]})
         url = storage.join(args.out, f"dt={date.isoformat()}", "part-00000.parquet")
         storage.write_table(table, url)
         partitions.append(date.isoformat())
-    log.info("wrote %d documents in %d partitions under %s", wanted, args.days, args.out)
-    return {"documents": wanted, "partitions": partitions, "out": storage.normalize(args.out)}
+    log.info("wrote %d documents (%d of them long) in %d partitions under %s",
+             wanted + long_wanted, long_wanted, args.days, args.out)
+    return {"documents": wanted + long_wanted, "long_documents": long_wanted,
+            "partitions": partitions, "out": storage.normalize(args.out)}
