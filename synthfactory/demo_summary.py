@@ -68,8 +68,6 @@ def _ratio(value: float | None) -> str:
 def joined_example(run_url: str) -> list[str]:
     """A chunked document's joined row: its source's first lines and each chunk output's
     first line, in order (empty when no document was cut)."""
-    from synthfactory.join import SEAM
-
     joined = storage.run_folder(run_url).joined() or {}
     for part in joined.get("parts") or []:
         rows = storage.read_table(storage.join(run_url, "joined", part["name"]))
@@ -80,9 +78,11 @@ def joined_example(run_url: str) -> list[str]:
         lines = [f"joined example ({row['template_id']} style), document {row['id']} in "
                  f"{row['chunk_count']} chunks ({'usable' if row['usable'] else 'rejected'}):"]
         source = _first_source(run_url, row["id"])
-        lines += ["  source: " + line[:100] for line in source.strip().splitlines()[:3]]
-        for i, chunk in enumerate(row["output_text"].split(SEAM)):
-            first = next((ln for ln in chunk.splitlines() if ln.strip()), "")
+        lines += ["  source: " + line[:100]
+                  for line in [ln for ln in source.splitlines() if ln.strip()][:3]]
+        text, starts = row["output_text"], row["chunk_offsets"]
+        for i, (start, end) in enumerate(zip(starts, [*starts[1:], len(text)], strict=True)):
+            first = next((ln for ln in text[start:end].splitlines() if ln.strip()), "")
             lines.append(f"  chunk {i}: {first[:100]}")
         return lines
     return []

@@ -48,6 +48,9 @@ JOINED_SCHEMA = pa.schema([
     ("usable", pa.bool_()), ("reasons", pa.list_(pa.string())),
     ("rejected_chunks", pa.list_(pa.int32())),  # indices of the chunks the gate rejected
     ("chunk_count", pa.int32()),
+    # where each chunk's output starts in output_text: the seams, which a chunk's own
+    # blank lines would hide
+    ("chunk_offsets", pa.list_(pa.int64())),
     ("prompt_tokens", pa.int64()), ("output_tokens", pa.int64()),
     ("source_tokens", pa.int64()),  # seed tokens rephrased: the chunks' source_tokens
     ("finish_reason", pa.string()),  # "stop" when every chunk stopped, else the first other
@@ -246,9 +249,11 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
     rejected = [c.index for c in chunks if not c.usable]
     usable = not rejected
     if len(chunks) == 1:  # a whole document: its output as generated
-        text, clean = chunks[0].output_text, chunks[0].clean_text
+        text, clean, offsets = chunks[0].output_text, chunks[0].clean_text, [0]
     else:
-        text = SEAM.join(c.output_text.strip() for c in chunks)
+        outputs = [c.output_text.strip() for c in chunks]
+        offsets = [sum(len(o) + len(SEAM) for o in outputs[:i]) for i in range(len(outputs))]
+        text = SEAM.join(outputs)
         clean = SEAM.join((c.clean_text or "").strip() for c in chunks) if usable else None
     reasons = sorted({r for c in chunks for r in c.reasons},
                      key=lambda r: min(c.reasons.index(r) for c in chunks if r in c.reasons))
@@ -256,7 +261,7 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
     return {
         "id": key[0], "template_id": key[1], "template_version": chunks[0].template_version,
         "output_text": text, "clean_text": clean, "usable": usable, "reasons": reasons,
-        "rejected_chunks": rejected, "chunk_count": doc.count,
+        "rejected_chunks": rejected, "chunk_count": doc.count, "chunk_offsets": offsets,
         "prompt_tokens": sum(c.prompt_tokens for c in chunks),
         "output_tokens": sum(c.output_tokens for c in chunks),
         "source_tokens": sum(c.source_tokens for c in chunks),

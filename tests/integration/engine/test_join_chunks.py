@@ -142,8 +142,10 @@ def test_one_row_per_document_and_template_with_chunks_in_order(joined_run):
                         key=lambda r: r["chunk_index"])
         assert row["chunk_count"] == len(chunks) == chunks[0]["chunk_count"]
         # each chunk answered with its own last words: in chunk order, nothing else
-        assert row["output_text"] == SEAM.join(" ".join(c["user"].split()[-12:])
-                                               for c in chunks)
+        outputs = [" ".join(c["user"].split()[-12:]) for c in chunks]
+        assert row["output_text"] == SEAM.join(outputs)
+        assert [row["output_text"][start:start + len(o)] for start, o in zip(
+            row["chunk_offsets"], outputs, strict=True)] == outputs  # the seams
         assert row["source_tokens"] == sum(c["source_tokens"] for c in chunks)
         assert row["shard"] == chunks[0]["shard"]
     guide = next(r for r in joined if r["id"] == "guide-b")
@@ -249,7 +251,10 @@ def test_the_report_and_the_demo_summary_give_the_token_yield(joined_run, capsys
     example = joined_example(out)
     assert example[0].startswith("joined example") and "chunks" in example[0]
     assert example[1] == "  source: # Guide 1" or example[1] == "  source: # Guide 2"
-    assert sum(line.startswith("  chunk ") for line in example) >= 2
+    chunk_lines = [line for line in example if line.startswith("  chunk ")]
+    guide = next(r for r in _joined(out) if r["chunk_count"] > 1
+                 and example[0].split("document ")[1].startswith(r["id"]))
+    assert len(chunk_lines) == guide["chunk_count"]  # one line a chunk, at the seams
 
 
 def test_register_refuses_a_join_older_than_a_commit(joined_run, tmp_path):
