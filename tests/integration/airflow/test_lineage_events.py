@@ -21,7 +21,7 @@ from tests.support.dag_run import LINEAGE_NAMESPACE, DagRun
 
 DAG_ID = "synthetic_rephrase"
 STEPS = ("crawl_metadata", "stitch_prompts", "plan_shards", "shard.rephrase", "shard.validate",
-         "register_catalog", "audit_run", "smoke_test_training", "write_report")
+         "join_chunks", "register_catalog", "audit_run", "smoke_test_training", "write_report")
 MAPPED = ("shard.rephrase", "shard.validate")
 
 
@@ -120,7 +120,8 @@ def test_stitch_and_the_shards_chain_through_the_run_folder(run, first_run):
     assert outputs("stitch_prompts") == {("file", f"{folder}/prompts")} <= inputs("shard.rephrase")
     assert outputs("shard.rephrase") == {("file", f"{folder}/generated")}
     assert ("file", f"{folder}/generated") in inputs("shard.validate")
-    assert ("file", f"{folder}/verdicts") in outputs("shard.validate") & inputs(
+    assert ("file", f"{folder}/verdicts") in outputs("shard.validate") & inputs("join_chunks")
+    assert outputs("join_chunks") == {("file", f"{folder}/joined")} == inputs(
         "register_catalog")
 
 
