@@ -10,7 +10,8 @@ RUN pip install --no-cache-dir \
       "apache-airflow-providers-cncf-kubernetes==10.25.0" \
       "apache-airflow-providers-amazon==9.39.0" \
       "apache-airflow-providers-standard==1.21.0" \
-      "apache-airflow-providers-openlineage==2.20.3"
+      "apache-airflow-providers-openlineage==2.20.3" \
+      "prometheus_client==0.26.0"
 
 # The Airflow layer installs as a package (synthfactory_airflow.operators, .plugins) with
 # the engine's stdlib-only contract module, and nothing else of the engine: one copy,

@@ -17,7 +17,13 @@ import os
 import sys
 import traceback
 
-from synthfactory.contract import DEBUG_ENV, EXIT_DONE, EXIT_RETRYABLE, EXIT_USAGE
+from synthfactory.contract import (
+    DEBUG_ENV,
+    EXIT_DONE,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
+    PUSHGATEWAY_ENV,
+)
 from synthfactory.errors import SynthfactoryError
 from synthfactory.result import publish
 
@@ -72,6 +78,16 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
+def _step_metrics(name: str):
+    """stitch, validate, join and register push their rows and seconds when a Pushgateway
+    is configured (synthfactory/metrics.py, STEP_ROWS; rephrase pushes its own)."""
+    if not os.environ.get(PUSHGATEWAY_ENV):
+        return None  # nobody to push to: prometheus_client is not even imported
+    from synthfactory.metrics import step_metrics
+
+    return step_metrics(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
     if debug:  # steps look at it too (Spark's task log) and so do child processes
@@ -93,7 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                                          description=COMMANDS[name][1])
         module.add_arguments(parser)
         args = parser.parse_args(rest)  # a bad option: argparse's usage + error, exit 2
-        summary = module.run(args)
+        metrics = _step_metrics(name)
+        try:
+            summary = module.run(args)
+            if metrics is not None:
+                metrics.finished(summary)
+        finally:
+            if metrics is not None:
+                metrics.close()  # the last push, done or failed
         try:
             publish(summary if summary is not None else {})
         except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error

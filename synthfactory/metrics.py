@@ -9,7 +9,10 @@ run by hand, they are empty strings.
 A step pushes only when ``SYNTHFACTORY_PUSHGATEWAY`` names a Pushgateway (``host:port``
 or a URL): every ``PUSH_SECONDS`` while it runs, and once at its end, under the grouping
 key ``job=synthfactory`` + the labels above but ``model`` (so two steps never overwrite
-each other's group). docs/metrics.md lists the metrics.
+each other's group). Stitch, validate, join and register push ``synthfactory_step_*``
+(their seconds while they run, their rows at their end: ``StepMetrics``, started by
+cli.py around the step's run), labelled with ``step`` instead of ``model``.
+docs/metrics.md lists the metrics.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Mapping
 
@@ -43,6 +47,15 @@ PUSH_SECONDS_ENV = "SYNTHFACTORY_PUSH_SECONDS"  # shorter, for tests and demos
 # alert compares against it (deploy/prometheus/synthfactory-rules.yml)
 EXPECTED_RATE_ENV = "SYNTHFACTORY_EXPECTED_TOKENS_PER_S"
 LABELS = (*LABEL_ENV, "host", "model")
+# The steps besides rephrase that push their rows and seconds (cli.py wraps their run), and
+# where their summary says the rows: {metric: summary key}. docs/metrics.md.
+STEP_ROWS: dict[str, dict[str, str]] = {
+    "stitch": {"in": "rows_in", "out": "prompt_rows", "rejected": "quarantined"},
+    "validate": {"in": "rows", "out": "usable", "rejected": "rejected"},
+    "join": {"in": "generated", "out": "joined", "rejected": "rejected"},
+    "register": {"out": "rows"},
+}
+STEP_LABELS = (*LABEL_ENV, "host", "step")
 
 
 def step_labels(model: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -124,19 +137,98 @@ class RephraseMetrics:
 
     def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
         """Push every PUSH_SECONDS from now on, if a Pushgateway is configured."""
-        gateway = (os.environ if environ is None else environ).get(PUSHGATEWAY_ENV)
-        if gateway and self._pusher is None:
+        if self._pusher is None:
             key = {k: v for k, v in self.labels.items() if k != "model"}
-            period = float((os.environ if environ is None else environ).get(
-                PUSH_SECONDS_ENV, PUSH_SECONDS))
-            self._pusher = Pusher(gateway, self.registry, key, min(period, PUSH_SECONDS))
-            self._pusher.start()
+            self._pusher = start_pusher(self.registry, key, environ)
 
     def close(self) -> None:
         """The last push (the figures at the end of the task)."""
         if self._pusher is not None:
             self._pusher.stop()
             self._pusher = None
+
+
+class StepMetrics:
+    """What stitch, validate, join and register push: the step's seconds while it runs
+    (every PUSH_SECONDS), and at its end the rows it read, wrote on and rejected (from its
+    summary, STEP_ROWS). Labels: the task's, ``host`` and ``step`` (the command)."""
+
+    def __init__(self, step: str, environ: Mapping[str, str] | None = None) -> None:
+        environ = os.environ if environ is None else environ
+        self.step = step
+        self.labels = {**{label: environ.get(name, "") for label, name in LABEL_ENV.items()},
+                       "host": socket.gethostname(), "step": step}
+        self.registry = CollectorRegistry()
+        names = list(self.labels)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(PREFIX + name, doc, names, registry=self.registry)
+
+        # rows: no sample until the step has its figures (a failed step has none)
+        self._rows = {
+            "in": gauge("step_rows_in", "rows the step read"),
+            "out": gauge("step_rows_out", "rows the step wrote on (prompt, usable, joined, "
+                                          "registered rows)"),
+            "rejected": gauge("step_rows_rejected", "rows the step set aside (stitch: "
+                                                    "quarantined; validate, join: rejected)"),
+        }
+        self.seconds = gauge("step_seconds", "seconds the step has run").labels(**self.labels)
+        self.running = gauge("step_running", "1 while the step runs, 0 once it ended").labels(
+            **self.labels)
+        self.try_number = gauge("task_try_number", "the task's attempt (1 = first)").labels(
+            **self.labels)
+        self._started = time.monotonic()
+        self.seconds.set_function(lambda: time.monotonic() - self._started)
+        self.running.set(1)
+        if environ.get(TRY_NUMBER_ENV, "").isdigit():
+            self.try_number.set(int(environ[TRY_NUMBER_ENV]))
+        self._pusher: Pusher | None = None
+
+    def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
+        if self._pusher is None:
+            self._pusher = start_pusher(self.registry, self.labels, environ)
+
+    def finished(self, summary: object) -> None:
+        """The step's summary: its rows, as STEP_ROWS says where they are."""
+        if not isinstance(summary, Mapping):
+            return
+        for metric, key in STEP_ROWS.get(self.step, {}).items():
+            value = summary.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                self._rows[metric].labels(**self.labels).set(value)
+
+    def close(self) -> None:
+        """The step ended (done or failed): its seconds stop, and the last push."""
+        seconds = time.monotonic() - self._started
+        self.seconds.set_function(lambda: seconds)
+        self.running.set(0)
+        if self._pusher is not None:
+            self._pusher.stop()
+            self._pusher = None
+
+
+def start_pusher(registry: CollectorRegistry, grouping_key: Mapping[str, str],
+                 environ: Mapping[str, str] | None = None) -> Pusher | None:
+    """A started Pusher of ``registry`` when SYNTHFACTORY_PUSHGATEWAY names one, else None."""
+    environ = os.environ if environ is None else environ
+    gateway = environ.get(PUSHGATEWAY_ENV)
+    if not gateway:
+        return None
+    period = min(float(environ.get(PUSH_SECONDS_ENV, PUSH_SECONDS)), PUSH_SECONDS)
+    pusher = Pusher(gateway, registry, grouping_key, period)
+    pusher.start()
+    return pusher
+
+
+def step_metrics(step: str, environ: Mapping[str, str] | None = None) -> StepMetrics | None:
+    """A step's metrics, pushing, when ``step`` is one of STEP_ROWS and a Pushgateway is
+    configured; else None (nothing to collect for nobody)."""
+    environ = os.environ if environ is None else environ
+    if step not in STEP_ROWS or not environ.get(PUSHGATEWAY_ENV):
+        return None
+    metrics = StepMetrics(step, environ)
+    metrics.start_pushing(environ)
+    return metrics
 
 
 class Pusher(threading.Thread):

@@ -36,6 +36,9 @@ class CheckResult:
     never: str | None  # set when some pod can never fit (fail instead of waiting)
     table: str
     xcom: dict[str, Any] = field(default_factory=dict)
+    # what the figures came from: the groups' fit and the Airflow pools' slots (metrics)
+    fit: WaveFit | None = None
+    slots: list[PoolSlots] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class CapacityCheck:
         rows = [group_row(g) for g in fit.groups] + [s.row() for s in slots]
         table = render_table(rows) + _footer(fit, source, time.monotonic() - started)
         return CheckResult(fits=fits, never=self._never(fit), table=table,
-                           xcom=_xcom(fit, pod_labels, self.namespace))
+                           xcom=_xcom(fit, pod_labels, self.namespace), fit=fit, slots=slots)
 
     def _hook(self, conn_id: str | None = None) -> Any:
         return kubernetes_hook(conn_id or self.kubernetes_conn_id, config_file=self.config_file,

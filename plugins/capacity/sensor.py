@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from synthfactory_airflow.plugins.capacity.check import CapacityCheck
+from synthfactory_airflow.plugins.capacity.metrics import push_wave
 from synthfactory_airflow.plugins.capacity.trigger import WaveCapacityTrigger
 
 if TYPE_CHECKING:
@@ -102,9 +104,26 @@ class WaveCapacitySensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         result = self._check().run()
         self.log.info("capacity check\n%s", result.table)
+        # if a Pushgateway is configured (plugins/capacity/metrics.py)
+        push_wave(result, context, lambda: self._wait_started(context))
         if result.never:
             raise AirflowFailException(result.never)
         return PokeReturnValue(is_done=result.fits, xcom_value=result.xcom if result.fits else None)
+
+    def _wait_started(self, context: Context) -> float:
+        """When this wait began (epoch seconds): the first poke of the task's try; in
+        reschedule mode, each poke a new process, the first reschedule's date."""
+        started = getattr(self, "_waiting_since", None)
+        if started is None:
+            first = None
+            if self.reschedule:
+                try:
+                    first = context["ti"].get_first_reschedule_date(context)
+                except Exception:  # no task instance (a test, a dry run): from now
+                    first = None
+            started = first.timestamp() if first is not None else time.time()
+            self._waiting_since = started
+        return started
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
