@@ -11,6 +11,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from synthfactory.metrics import RephraseMetrics, StepMetrics
 from tests.support.binaries import required_binary
@@ -53,3 +54,34 @@ def test_every_metric_a_rule_reads_is_one_a_step_exports():
     text = (RULES / "synthfactory-rules.yml").read_text()
     read = set(re.findall(r"\bsynthfactory_[a-z_]+", text))  # push_time_seconds: the gateway's
     assert read and read <= exported | {f"{m}_total" for m in exported}, read - exported
+
+
+def _check_config(promtool: str, text: str, tmp_path) -> subprocess.CompletedProcess:
+    (tmp_path / "synthfactory-rules.yml").write_text(
+        (RULES / "synthfactory-rules.yml").read_text())
+    (tmp_path / "prometheus.yml").write_text(text)
+    return subprocess.run([promtool, "check", "config", "prometheus.yml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_scrape_config_is_valid_and_keeps_the_pushed_labels(promtool, tmp_path):
+    text = (RULES / "prometheus.yml").read_text()
+    done = _check_config(promtool, text, tmp_path)
+    if "field kubernetes_sd_configs not found" in done.stdout + done.stderr:
+        # Debian's Prometheus is built without Kubernetes discovery (its Go client is not
+        # packaged): check everything else, the pods job's relabelling included, with
+        # file discovery standing in for it
+        text = text.replace("kubernetes_sd_configs:\n      - role: pod",
+                            "file_sd_configs:\n      - files: [pods.json]")
+        done = _check_config(promtool, text, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 5 rules found" in done.stdout  # it loads the rule file too
+    config = yaml.safe_load((RULES / "prometheus.yml").read_text())
+    assert config["scrape_configs"][1]["kubernetes_sd_configs"] == [{"role": "pod"}]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    # the Pushgateway's job keeps each group's job, run_id, task... as pushed
+    assert jobs["synthfactory-pushgateway"]["honor_labels"] is True
+    # pods only with prometheus.io/scrape: "true"
+    (keep,) = [r for r in jobs["kubernetes-pods"]["relabel_configs"] if r.get("action") == "keep"]
+    assert keep["source_labels"] == ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"]
+    assert config["global"]["scrape_interval"] == "15s"
