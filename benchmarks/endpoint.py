@@ -5,7 +5,7 @@ One vLLM OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_serve
 float32 without native bfloat16, max_model_len 2048, eager, seed 0). Then, in alternating
 sittings (offline, endpoint, offline, endpoint, ...), ``synthfactory rephrase`` rephrases
 the same shard into a fresh run folder with ``--engine vllm`` and with ``--engine
-openai``; each sitting's figure is its own summary's output tokens / generation seconds
+endpoint``; each sitting's figure is its own summary's output tokens / generation seconds
 (model load and server start not counted, on either side). Every sitting's parts are read
 back: each prompt row exactly once, or the sitting counts as lost / duplicated.
 
@@ -67,7 +67,7 @@ def sitting(engine: str, rows: int, tmp: Path, index: int, endpoint: str) -> dic
     argv = [sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard", shard,
             "--model", str(default_model_dir()), "--temperature", "0",
             "--checkpoint-rows", "8", "--engine", engine]
-    if engine == "openai":
+    if engine == "endpoint":
         argv += ["--endpoint", endpoint]
     env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result)}
     proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
@@ -79,7 +79,7 @@ def sitting(engine: str, rows: int, tmp: Path, index: int, endpoint: str) -> dic
         for url in storage.list_files(f"file://{run}/{folder}", suffix=".parquet"):
             keys.update(storage.read_table(url, columns=["id"]).column("id").to_pylist())
     figure = summary["output_tokens"] / summary["generation_s"]
-    print(f"sitting {index} {engine:7s} {figure:7.1f} tokens/s "
+    print(f"sitting {index} {engine:8s} {figure:7.1f} tokens/s "
           f"({summary['output_tokens']} tokens in {summary['generation_s']:.1f} s)", flush=True)
     return {"tokens_per_s": figure,
             "lost": sum(1 for i in range(rows) if keys[f"doc-{i:04d}"] == 0),
@@ -96,15 +96,15 @@ def main() -> None:
         print_machine()
         server = VllmServer(tmp / "server.log", max_model_len=2048).start()
         try:
-            runs: dict[str, list[dict]] = {"vllm": [], "openai": []}
+            runs: dict[str, list[dict]] = {"vllm": [], "endpoint": []}
             for index in range(args.sittings):
-                for engine in ("vllm", "openai"):
+                for engine in ("vllm", "endpoint"):
                     runs[engine].append(sitting(engine, args.prompts, tmp, index, server.url))
         finally:
             server.stop()
         print_machine()
     offline = statistics.median(r["tokens_per_s"] for r in runs["vllm"])
-    endpoint = statistics.median(r["tokens_per_s"] for r in runs["openai"])
+    endpoint = statistics.median(r["tokens_per_s"] for r in runs["endpoint"])
     lost = sum(r["lost"] for rs in runs.values() for r in rs)
     duplicated = sum(r["duplicated"] for rs in runs.values() for r in rs)
     print(result_line("endpoint", prompts=args.prompts, offline_tokens_per_s=f"{offline:.1f}",

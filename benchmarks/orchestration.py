@@ -148,7 +148,7 @@ def run_dag(args: argparse.Namespace, home: Path, db_uri: str) -> dict:
         # The plan at the 12T plan's shape, stored beside this run's and read back as a
         # task's pull reads it (after the database was measured: it is not the run's).
         value = out["plan_value"]
-        options = value[0]["rephrase"][value[0]["rephrase"].index("--out") + 2:] if value else []
+        options = value[0]["rephrase"][value[0]["rephrase"].index("--run") + 2:] if value else []
         with tempfile.TemporaryDirectory(prefix="synthfactory-plan-") as tmp:
             prod = sup.plan_value(Path(tmp), PRODUCTION_SHARDS, 1024, PROD_RUN_URL, options)
         out["prod_plan_bytes"] = sup.json_bytes(prod)

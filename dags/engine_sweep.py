@@ -99,10 +99,10 @@ with DAG(
                    "--grid", "{{ params.grid | tojson }}", "--out", OUT,
                    "--sample-rows", "{{ params.sample_rows }}",
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
-                   "--gpu-hour-cost", "{{ params.gpu_hour_cost }}",
+                   "--gpu-hour-usd", "{{ params.gpu_hour_cost }}",
                    "--safety-margin", "{{ params.safety_margin }}",
                    "{{ '--apply' if params.apply else '--no-apply' }}",
-                   "--engine", "{{ 'openai' if params.engine == 'endpoint' else 'vllm' }}"],
+                   "--engine", "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}"],
         **RUNNER.step_kwargs("gpu", "engine_sweep"),
         **RUNNER.endpoint_kwargs(),
     )

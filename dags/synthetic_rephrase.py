@@ -215,7 +215,7 @@ with DAG(
     )
     stitch = RUNNER.spark_driver_class()(
         task_id="stitch_prompts",
-        arguments=["stitch", "--manifest", RUN + "/manifest", "--out", RUN,
+        arguments=["stitch", "--manifest", RUN + "/manifest", "--run", RUN,
                    "--templates", "{{ params.templates | join(',') }}",
                    "--templates-url={{ params.templates_url or '' }}",  # empty: shipped
                    "--styles-per-doc", "{{ params.styles_per_doc }}",
@@ -240,7 +240,7 @@ with DAG(
         arguments=["plan", "--run", RUN, "--max-groups", "{{ params.max_shard_groups }}", "--",
                    "--model", "{{ params.model }}",
                    "--engine-args", "{{ params.engine_args | tojson }}",
-                   "--engine", "{{ 'openai' if params.engine == 'endpoint' else 'vllm' }}",
+                   "--engine", "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}",
                    "--max-new-tokens", "{{ params.max_new_tokens }}",
                    "--temperature", "{{ params.temperature }}",
                    "--checkpoint-rows", "{{ params.checkpoint_rows }}",
@@ -290,7 +290,7 @@ with DAG(
         task_id="smoke_test_training",
         # outputs sized to their sources (max_new_tokens auto) may be longer than the
         # smoke model's context: cut them, as a training job's loader would
-        arguments=["smoke", "--from-run", RUN, "--steps", "{{ params.smoke_steps }}",
+        arguments=["smoke", "--run", RUN, "--steps", "{{ params.smoke_steps }}",
                    "--overlong", "truncate"],
         **RUNNER.step_kwargs("gpu", "smoke_test_training"),
     )

@@ -1,5 +1,5 @@
 """An Airflow connection turned into the environment of the endpoint engine
-(``rephrase --engine openai``): the server's URL, its model and its API key as
+(``rephrase --engine endpoint``): the server's URL, its model and its API key as
 variables, never argv (which is logged and rendered in the UI).
 
 The connection (type ``http`` or ``generic``): host = the URL (``http://host:8000``, or

@@ -50,10 +50,11 @@ FOLDERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                (paths.REPORT,)),
 }
 TABLE_IN, TABLE_OUT = ("audit",), ("register",)
-# where each step's argv names its run folder (rephrase and validate: else their shards')
-RUN_FLAG = {"plan": "--run", "rephrase": "--out", "validate": "--run", "join": "--run",
-            "register": "--run",
-            "audit": "--run", "smoke": "--from-run", "report": "--run", "stitch": "--out"}
+# Every step's argv names its run folder with --run (rephrase and validate: else their
+# shards'). Before docs/adr/0137, rephrase and stitch said --out and smoke --from-run: a
+# task rendered then (a plan's XCom, a task in flight across the upgrade) is still read.
+RUN_FLAG = "--run"
+FORMER_RUN_FLAGS = {"rephrase": "--out", "stitch": "--out", "smoke": "--from-run"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,9 @@ def run_url_of(step: str, flags: dict[str, list[str]]) -> str | None:
     if step == "crawl":
         out = _first(flags, "--out")
         return out.rstrip("/").rsplit("/", 1)[0] if out else None
-    url = _first(flags, RUN_FLAG.get(step, "--run"))
+    url = _first(flags, RUN_FLAG)
+    if url is None and step in FORMER_RUN_FLAGS:
+        url = _first(flags, FORMER_RUN_FLAGS[step])
     if url is None and flags.get("--shard"):  # {run}/prompts/shard-00000.parquet
         url = flags["--shard"][0].rstrip("/").rsplit("/", 2)[0]
     return url.rstrip("/") if url else None

@@ -88,6 +88,13 @@ def _step_metrics(name: str):
     return step_metrics(name)
 
 
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, as ``main`` parses it (imports its module)."""
+    parser = argparse.ArgumentParser(prog=f"synthfactory {name}", description=COMMANDS[name][1])
+    importlib.import_module(COMMANDS[name][0]).add_arguments(parser)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv, debug = split_debug(list(sys.argv[1:] if argv is None else argv))
     if debug:  # steps look at it too (Spark's task log) and so do child processes
@@ -105,10 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     prefix = f"synthfactory {name}: error:"
     try:
         module = importlib.import_module(COMMANDS[name][0])
-        parser = argparse.ArgumentParser(prog=f"synthfactory {name}",
-                                         description=COMMANDS[name][1])
-        module.add_arguments(parser)
-        args = parser.parse_args(rest)  # a bad option: argparse's usage + error, exit 2
+        # a bad option: argparse's usage + error, exit 2; an old spelling of a flag: one
+        # deprecation line on stderr, then the same value (synthfactory/cli_alias.py)
+        args = build_parser(name).parse_args(rest)
         metrics = _step_metrics(name)
         try:
             summary = module.run(args)

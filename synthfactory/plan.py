@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
             "shards": [s["name"] for s in group],
             "tokens": sum(s["tokens"] for s in group),
             "rows": sum(s["rows"] for s in group),
-            "rephrase": ["rephrase", *shard_flags, "--out", layout.run_url, *options],
+            "rephrase": ["rephrase", *shard_flags, "--run", layout.run_url, *options],
             "validate": ["validate", *shard_flags, "--run", layout.run_url],
         })
     return planned

@@ -13,7 +13,7 @@ NOT_RETRYABLE = frozenset({EXIT_USAGE, EXIT_PERMANENT})
 # Environment variables a step reads.
 RESULT_FILE_ENV = "SYNTHFACTORY_RESULT_FILE"  # where the summary goes besides stdout
 CATALOG_URI_ENV = "SYNTHFACTORY_CATALOG_URI"  # a URI with a password travels here, not argv
-# The endpoint engine (rephrase --engine openai): URL and served model may be argv too;
+# The endpoint engine (rephrase --engine endpoint): URL and served model may be argv too;
 # the API key only ever travels here (a connection's password, or a Kubernetes Secret).
 ENDPOINT_URL_ENV = "SYNTHFACTORY_ENDPOINT_URL"
 ENDPOINT_MODEL_ENV = "SYNTHFACTORY_ENDPOINT_MODEL"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.cli_types import non_negative_float, positive_float, positive_int
 from synthfactory.errors import PermanentError
 from synthfactory.estimate import arithmetic as a
@@ -33,11 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="output tokens/s of one GPU")
     rate.add_argument("--from-sweep", metavar="URL",
                       help="an engine sweep's folder: its winner's measured tokens/s")
-    rate.add_argument("--from-run", metavar="URL",
-                      help="a run folder with report/report.json: its tokens per "
-                           "device-second and engine start-up, and its token yield: "
-                           "--tokens then counts usable tokens, generated at the run's usable "
-                           "share from seed tokens at its yield")
+    run_flag = rate.add_argument(
+        "--run", metavar="URL",
+        help="a run folder with report/report.json: its tokens per device-second and "
+             "engine start-up, and its token yield: --tokens then counts usable tokens, "
+             "generated at the run's usable share from seed tokens at its yield")
+    deprecated_flag(rate, "--from-run", run_flag)
     parser.add_argument("--startup-s", type=non_negative_float, default=None,
                         help="engine start-up per task, s (default: measured, else 0)")
     parser.add_argument("--gpus", type=positive_int, required=True)
@@ -82,8 +84,8 @@ def _size(args: argparse.Namespace) -> tuple[int, int | None, float]:
 
 
 def _measured(args: argparse.Namespace) -> Measured | None:
-    if args.from_run:
-        return from_run(args.from_run)
+    if args.run:
+        return from_run(args.run)
     if args.from_sweep:
         return from_sweep(args.from_sweep)
     return None

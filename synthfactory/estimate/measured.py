@@ -29,13 +29,13 @@ def from_run(url: str) -> Measured:
     run_url = storage.normalize(url).rstrip("/")
     report = storage.run_folder(run_url).report()
     if report is None:
-        raise PermanentError(f"--from-run {url}: no {paths.REPORT_JSON} there (write it with "
+        raise PermanentError(f"--run {url}: no {paths.REPORT_JSON} there (write it with "
                              f"`synthfactory report --run {run_url}`)")
     committed = [s for s in report.get("shards") or [] if s.get("committed")]
     output = sum(s.get("output_tokens") or 0 for s in committed)
     device_s = sum(s.get("device_seconds") or 0 for s in committed)
     if not output or not device_s:
-        raise PermanentError(f"--from-run {url}: no committed shard generated anything, so "
+        raise PermanentError(f"--run {url}: no committed shard generated anything, so "
                              "the run measured no tokens/s")
     tokens = report.get("tokens") or {}
     starts, startup = tokens.get("engine_starts"), tokens.get("startup_s")

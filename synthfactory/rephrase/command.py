@@ -10,6 +10,7 @@ import time
 import pyarrow.compute as pc
 
 from synthfactory import storage
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.cli_types import (
     AUTO,
     budget,
@@ -31,8 +32,10 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", action="append", required=True,
                         help="prompt shard URL; repeat for a shard group")
-    parser.add_argument("--out", default=None,
-                        help="run URL (default: the shard's run); gets generated/, quarantine/")
+    run_flag = parser.add_argument("--run", default=None,
+                                   help="run URL (default: the shard's run); gets "
+                                        "generated/, quarantine/")
+    deprecated_flag(parser, "--out", run_flag)
     parser.add_argument("--model", default=None, help="model folder or name")
     parser.add_argument("--engine-args", default=None, help="JSON object or @file for vllm.LLM")
     parser.add_argument("--max-model-len", type=positive_int, default=None,
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> dict:
         if gpus is None:
             gpus = kind.default_gpus_per_replica()
         results, pool = rephrase_on_ray(
-            shards, args.out, spec, options,
+            shards, args.run, spec, options,
             PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
                         address=args.ray_address, max_attempts=args.max_shard_attempts,
                         replicas_per_node=args.replicas_per_node))
@@ -129,7 +132,7 @@ def run(args: argparse.Namespace) -> dict:
         metrics.start_pushing()  # when SYNTHFACTORY_PUSHGATEWAY names one
         try:
             local = dataclasses.replace(options, metrics=metrics)
-            results = [rephrase_shard(url, args.out, shared_engine, local) for url in shards]
+            results = [rephrase_shard(url, args.run, shared_engine, local) for url in shards]
         finally:
             metrics.close()
     ran = [r for r in results if r["status"] == "committed"]  # not an earlier try's commits

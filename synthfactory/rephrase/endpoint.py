@@ -145,7 +145,7 @@ class OpenAIEndpointEngine:
         self._httpx = httpx
         self.served_model, self.server, self.max_model_len = self._loop.run_until_complete(
             self._discover())
-        self.engine_args = {"engine": "openai", "endpoint": self.base,
+        self.engine_args = {"engine": "endpoint", "endpoint": self.base,
                             "served_model": self.served_model, "server": self.server,
                             "max_in_flight": max_in_flight,
                             "max_model_len": self.max_model_len}  # the server's; None: unsaid

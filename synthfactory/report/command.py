@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 
 from synthfactory import storage
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
 from synthfactory.contract import paths
 from synthfactory.metrics import delete_run_groups
@@ -20,10 +21,11 @@ from synthfactory.report.price import DEFAULT_GPU_HOUR_USD, gpu_hour_price, pric
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="run folder URL (file:// or s3://)")
-    parser.add_argument(
-        "--gpu-hour-price", type=price, default=None,
+    usd = parser.add_argument(
+        "--gpu-hour-usd", type=price, default=None,
         help=f"USD per device hour for the cost figure (default ${PRICE_ENV} or "
              f"{DEFAULT_GPU_HOUR_USD})")
+    deprecated_flag(parser, "--gpu-hour-price", usd)
     parser.add_argument("--dag-id", default=None, help="recorded in the report")
     parser.add_argument("--airflow-run-id", default=None, help="recorded in the report")
 
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict:
     run_url = storage.normalize(args.run).rstrip("/")
     folder = storage.join(run_url, paths.REPORT)
-    report, lengths = collect(run_url, gpu_hour_price(args.gpu_hour_price))
+    report, lengths = collect(run_url, gpu_hour_price(args.gpu_hour_usd))
     report["dag_id"] = args.dag_id
     report["airflow_run_id"] = args.airflow_run_id
     report["generated_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

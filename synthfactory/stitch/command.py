@@ -7,6 +7,7 @@ import logging
 import time
 
 from synthfactory import storage
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.cli_types import budget, number_or_unset, positive_int
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 from synthfactory.layout import RunLayout
@@ -30,7 +31,9 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True, help="manifest folder URL (crawl output)")
-    parser.add_argument("--out", required=True, help="run URL; writes prompts/ and quarantine/")
+    run_flag = parser.add_argument("--run", required=True,
+                                   help="run URL; writes prompts/ and quarantine/")
+    deprecated_flag(parser, "--out", run_flag)
     parser.add_argument("--templates", required=True,
                         help="ID[,ID...] of templates in --templates-url (default: shipped)")
     parser.add_argument("--templates-url", default=None,
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> dict:
     files = manifest_files(args.manifest)
     check_first_file(files[0], [args.id_column, args.text_column, args.quality_column])
     cfg = StitchConfig(
-        files=files, run=RunLayout(storage.normalize(args.out)), templates=templates,
+        files=files, run=RunLayout(storage.normalize(args.run)), templates=templates,
         model_dir=str(args.model or default_model_dir()), shard_tokens=args.shard_tokens,
         styles_per_doc=args.styles_per_doc, max_new_tokens=args.max_new_tokens,
         max_model_len=args.max_model_len, text_column=args.text_column,

@@ -4,10 +4,10 @@ finalist beats the defaults by more than the rounds' spread, and write the decis
 next to the model.
 
     synthfactory sweep --shard URL --model DIR --grid FILE|JSON --out URL \\
-        [--gpu-hour-cost C] [--sample-rows N] [--max-new-tokens T] [--safety-margin F] \\
-        [--rounds R] [--engine openai --endpoint URL [--served-model NAME]]
+        [--gpu-hour-usd C] [--sample-rows N] [--max-new-tokens T] [--safety-margin F] \\
+        [--rounds R] [--engine endpoint --endpoint URL [--served-model NAME]]
 
-With ``--engine openai`` the configurations are the client's knobs (``max_in_flight``)
+With ``--engine endpoint`` the configurations are the client's knobs (``max_in_flight``)
 against a server someone else started; the decision is written to winner.json only
 (the server's model folder is not ours to write into).
 
@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from synthfactory import storage
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.cli_types import positive_float
 from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.model import default_model_dir
@@ -54,8 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="JSON/YAML file or URL, or inline JSON: a list of engine-argument "
                              "objects or a {param: [values]} product")
     parser.add_argument("--out", required=True, help="sweep folder URL (results, PNG, winner)")
-    parser.add_argument("--gpu-hour-cost", type=float, default=None,
-                        help="price of one device-hour, for cost per billion output tokens")
+    usd = parser.add_argument("--gpu-hour-usd", type=float, default=None,
+                              help="USD per device-hour, for cost per billion output tokens")
+    deprecated_flag(parser, "--gpu-hour-cost", usd)
     parser.add_argument("--sample-rows", type=int, default=32,
                         help="prompt rows measured per trial (spread over the shard)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -95,8 +97,8 @@ def _check(args: argparse.Namespace) -> None:
             raise SynthfactoryError(f"--{name.replace('_', '-')} must be at least 1")
     if args.warmup_rows < 0:
         raise SynthfactoryError("--warmup-rows must not be negative")
-    if args.gpu_hour_cost is not None and args.gpu_hour_cost < 0:
-        raise SynthfactoryError("--gpu-hour-cost must not be negative")
+    if args.gpu_hour_usd is not None and args.gpu_hour_usd < 0:
+        raise SynthfactoryError("--gpu-hour-usd must not be negative")
     check_margin(args.safety_margin)
     check_rounds(args.rounds)
     engine_kind(args.engine).check(args)
@@ -173,8 +175,8 @@ def run(args: argparse.Namespace) -> dict:
     decision = None if halving["error"] else decide(
         halving["defaults"], halving["finalist_figures"],
         finalist and finalist["label"], finalist and finalist["config"])
-    table = report.per_config(halving, decision, args.gpu_hour_cost)
-    _report(halving["records"], table, folder, model, args.gpu_hour_cost)
+    table = report.per_config(halving, decision, args.gpu_hour_usd)
+    _report(halving["records"], table, folder, model, args.gpu_hour_usd)
     print(decision["line"] if decision else f"no decision: {halving['error']}", flush=True)
     winner = _winner(decision, halving, table, args, model, folder)
     if winner.get("applied_to"):
@@ -248,7 +250,7 @@ def _winner(decision: dict | None, halving: dict, rows: list[dict],
         "device": row.get("device"), "decision": decision,
         "measured": {k: row.get(k) for k in ("output_tokens_per_s", "prompt_tokens_per_s",
                                               "startup_s", "peak_rss_mb", "rounds")},
-        "gpu_hour_cost": args.gpu_hour_cost,
+        "gpu_hour_cost": args.gpu_hour_usd,
         "cost_per_billion_output_tokens": row.get("cost_per_billion_output_tokens"),
         "sample": {"shard": storage.normalize(args.shard), "rows": row.get("requests"),
                    "max_new_tokens": args.max_new_tokens},

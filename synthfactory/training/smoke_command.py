@@ -1,8 +1,8 @@
 """``synthfactory smoke``: train a tiny model a few steps on synthetic or real tokens.
 
     synthfactory smoke --spec examples/lengths/bimodal.json --steps 20
-    synthfactory smoke --from-run file:///.../run --steps 20            # empirical lengths
-    synthfactory smoke --from-run URL --real-tokens --tokenizer MODEL_DIR  # generated text
+    synthfactory smoke --run file:///.../run --steps 20            # empirical lengths
+    synthfactory smoke --run URL --real-tokens --tokenizer MODEL_DIR  # generated text
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from synthfactory import storage
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.cli_types import non_negative_int, positive_float, positive_int
 from synthfactory.errors import PermanentError, SynthfactoryError
 
@@ -22,10 +23,11 @@ DEFAULT_VOCAB = 49152  # SmolLM2's, the embedded model
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help="length spec JSON file (URL or path)")
-    src.add_argument("--from-run", help="run URL: lengths (or tokens) of its joined rows")
+    run_flag = src.add_argument("--run", help="run URL: lengths (or tokens) of its joined rows")
+    deprecated_flag(src, "--from-run", run_flag)
     parser.add_argument("--steps", type=positive_int, default=10)
     parser.add_argument("--real-tokens", action="store_true",
-                        help="with --from-run: train on the tokenized output_text")
+                        help="with --run: train on the tokenized output_text")
     parser.add_argument("--tokenizer", help="model folder holding tokenizer.json")
     parser.add_argument("--vocab-size", type=positive_int,
                         help="default: the tokenizer's, else 49152")
@@ -59,8 +61,8 @@ def run(args) -> dict:
     from synthfactory.training.smoke import SmokeConfig, train
     from synthfactory.training.tiny_model import TinyModelConfig
 
-    if args.real_tokens and not (args.from_run and args.tokenizer):
-        raise SynthfactoryError("--real-tokens needs --from-run URL and --tokenizer MODEL_DIR")
+    if args.real_tokens and not (args.run and args.tokenizer):
+        raise SynthfactoryError("--real-tokens needs --run URL and --tokenizer MODEL_DIR")
     started = time.perf_counter()
     tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
     vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB)
@@ -84,7 +86,7 @@ def run(args) -> dict:
     figures = train(model_cfg, loader, smoke_cfg)
     summary = {
         "status": "ok",
-        "source": args.spec or args.from_run,
+        "source": args.spec or args.run,
         "tokens": kind,
         "vocab_size": vocab,
         "seq_len": args.seq_len,
@@ -113,7 +115,7 @@ def _synthetic_documents(args, vocab: int):
     if args.spec:
         spec = load_spec(args.spec)
     else:
-        spec = EmpiricalLengthSpec(read_output_lengths(args.from_run), source=args.from_run)
+        spec = EmpiricalLengthSpec(read_output_lengths(args.run), source=args.run)
     source = LengthSourceConfig(
         spec, max_len=args.seq_len, seed=args.seed, dp_rank=args.dp_rank, overlong=args.overlong
     )
@@ -129,9 +131,9 @@ def _real_documents(args, tokenizer, vocab: int):
     from synthfactory.training.loader import real_documents
     from synthfactory.training.run_data import read_output_texts
 
-    texts = read_output_texts(args.from_run)
+    texts = read_output_texts(args.run)
     if not texts:
-        raise SynthfactoryError(f"{args.from_run}: no non-empty output_text to train on")
+        raise SynthfactoryError(f"{args.run}: no non-empty output_text to train on")
     docs, dropped, truncated = [], 0, 0
     for enc in tokenizer.encode_batch(texts):
         ids = np.asarray(enc.ids, dtype=np.int32)
@@ -145,7 +147,7 @@ def _real_documents(args, tokenizer, vocab: int):
         docs.append(ids)
     if not docs:
         raise SynthfactoryError(
-            f"{args.from_run}: every document is longer than --seq-len {args.seq_len} "
+            f"{args.run}: every document is longer than --seq-len {args.seq_len} "
             "and --overlong drop dropped them all"
         )
     top = max(int(d.max()) for d in docs)

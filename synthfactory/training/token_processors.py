@@ -8,7 +8,7 @@ a few vectorised numpy operations.
 ``ConstantTokenProcessor`` is for throughput and memory checks only: every token is
 the same, so a mixture-of-experts router sends everything to the same experts and the
 model learns to predict it in a few steps; MoE load-balance and routing tests need
-real data (``smoke --from-run URL --real-tokens``).
+real data (``smoke --run URL --real-tokens``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 One request per stdin line, one answer per stdout line (JSON), so one process serves a
 whole test module. Request: ``[{"task_id", "argv"}]``. Answer: ``{"errors": {task_id:
-[message]}, "plans": {task_id: [group]}, "window": N}``; a ``plan`` argv that parses is
+[message]}, "plans": {task_id: [group]}, "window": N}`` (an old spelling's deprecation
+line is an error: docs/adr/0137); a ``plan`` argv that parses is
 also run, on a two-shard run folder of its own whose shards.json records the window N,
 and ``plans`` holds the groups it emits (the argv of the mapped rephrase and validate
 tasks).
@@ -11,7 +12,9 @@ tasks).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import sys
 import tempfile
@@ -60,8 +63,11 @@ def check(argv: list[str]) -> tuple[list[str], argparse.Namespace | None]:
     if not argv or argv[0] not in COMMANDS:
         return [f"synthfactory: unknown command {argv[0] if argv else ''!r}"], None
     name, rest = argv[0], argv[1:]
+    said = io.StringIO()  # an old spelling parses, and says so: a DAG must not use one
     try:
-        return [], parser_for(name).parse_args(rest)
+        with contextlib.redirect_stderr(said):
+            args = parser_for(name).parse_args(rest)
+        return [line for line in said.getvalue().splitlines() if line.strip()], args
     except ArgvError as exc:
         errors = [str(exc)]
     extra = unknown_options(name, rest)

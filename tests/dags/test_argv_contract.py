@@ -248,7 +248,7 @@ def test_templates_url_reaches_stitch_and_null_means_the_shipped_ones(dags):
 
 
 @pytest.mark.parametrize("mode", ["local", "kubernetes"])
-def test_engine_endpoint_reaches_every_rephrase_as_engine_openai(engine, dags, mode):
+def test_engine_endpoint_reaches_every_rephrase_as_engine_endpoint(engine, dags, mode):
     from synthfactory_airflow.operators.param_rules import problems
 
     dag = dags[mode]["synthetic_rephrase"]
@@ -256,7 +256,7 @@ def test_engine_endpoint_reaches_every_rephrase_as_engine_openai(engine, dags, m
     assert problems(run_params(dag, conf), conf, dag.params) == []
     lines, _ = contract_failures(engine, dag, conf, f"engine endpoint, {mode} runner")
     assert lines == []
-    for given, engine_flag in ((conf, "openai"), ({}, "vllm")):
+    for given, engine_flag in ((conf, "endpoint"), ({}, "vllm")):
         _, now, _ = step_argvs(dag, given)
         plan_argv = dict(now)["plan_shards"]
         assert plan_argv[plan_argv.index("--engine") + 1] == engine_flag

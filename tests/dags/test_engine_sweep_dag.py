@@ -71,7 +71,7 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
         "sweep", "--shard", params["shard"], "--model", "/models/m",
         "--grid", json.dumps(params["grid"]),
         "--out", "s3://bucket/out/engine_sweep/manual__2026-11-30T100000_0000",
-        "--sample-rows", "16", "--max-new-tokens", "64", "--gpu-hour-cost", "3.2",
+        "--sample-rows", "16", "--max-new-tokens", "64", "--gpu-hour-usd", "3.2",
         "--safety-margin", "0.15", "--no-apply", "--engine", "vllm"]
     named = dict(params, sweep_name="h200-week48", apply=True)
     rendered = [env.from_string(a).render(params=named, run_id="x") for a in task.arguments]
@@ -79,12 +79,12 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
     assert rendered[-3] == "--apply"
 
 
-def test_the_endpoint_sweep_gets_its_connection_and_the_openai_engine(dagbag_for):
+def test_the_endpoint_sweep_gets_its_connection_and_the_endpoint_engine(dagbag_for):
     dag = _dag(dagbag_for)
     task = dag.get_task("sweep_engine_args")
     env = dag.get_template_env()
     conf = {"engine": "endpoint", "endpoint_conn_id": "team_llm", "apply": True}
-    assert env.from_string(task.arguments[-1]).render(params=conf) == "openai"
+    assert env.from_string(task.arguments[-1]).render(params=conf) == "endpoint"
     assert env.from_string(task.endpoint_conn_id).render(params=conf) == "team_llm"
     offline = dict(conf, engine="offline")
     assert env.from_string(task.endpoint_conn_id).render(params=offline) == ""

@@ -23,7 +23,7 @@ def main(root: str) -> None:
     join_run(run.run_url)  # on the real gate's verdicts
     storage.write_json(storage.join(run.layout.manifest, "_SUMMARY.json"),
                        {"objects": 1, "bytes": 2048, "partitions": 1, "source": "file:///corpus"})
-    code = cli.main(["report", "--run", run.run_url, "--gpu-hour-price", "4.0",
+    code = cli.main(["report", "--run", run.run_url, "--gpu-hour-usd", "4.0",
                      "--airflow-run-id", "manual__2026-01-03T00:00:00+00:00"])
     assert code == 0
     print(run.run_url)

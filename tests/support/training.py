@@ -1,6 +1,6 @@
 """Small stand-ins for the training tests: a fake generated run and a tiny tokenizer.
 
-They let the smoke test's ``--from-run`` and ``--real-tokens`` paths run without vLLM
+They let the smoke test's ``--run`` and ``--real-tokens`` paths run without vLLM
 or a downloaded model. Needs pyarrow (always) and tokenizers (``make_tokenizer``).
 """
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from synthfactory.cli_alias import warn_deprecated
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_registry.base import EngineKind
 from synthfactory.rephrase.engine_registry.echo import Echo, EchoSettings
@@ -31,15 +32,18 @@ REGISTRY: dict[str, EngineKind] = {kind.name: kind
                                    for kind in (OfflineVllm(), Echo(), OpenAIEndpoint())}
 DEFAULT_ENGINE = OfflineVllm.name
 ENGINES = tuple(REGISTRY)
+# former names still accepted by --engine (hidden from --help, one deprecation line
+# each) and by engine_kind (docs/adr/0137): old name -> the registry's name
+ALIASES: dict[str, str] = {"openai": OpenAIEndpoint.name}
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "REGISTRY", "EchoSettings", "EndpointSettings",
+__all__ = ["ALIASES", "DEFAULT_ENGINE", "ENGINES", "REGISTRY", "EchoSettings", "EndpointSettings",
            "EngineKind", "add_engine_arguments", "engine_kind", "engines_of"]
 
 
 def engine_kind(name: str) -> EngineKind:
     """The registry's entry for the engine named ``name`` on the command line."""
     try:
-        return REGISTRY[name]
+        return REGISTRY[ALIASES.get(name, name)]
     except KeyError:
         raise SynthfactoryError(f"--engine {name!r}: expected one of {ENGINES}") from None
 
@@ -52,9 +56,22 @@ def engines_of(command: str) -> list[EngineKind]:
 def add_engine_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """``--engine`` with the engines ``command`` can run, then each one's own flags."""
     kinds = engines_of(command)
-    parser.add_argument("--engine", choices=tuple(kind.name for kind in kinds),
-                        default=DEFAULT_ENGINE,
+    parser.add_argument("--engine", type=_engine_name(parser.prog),
+                        choices=tuple(kind.name for kind in kinds), default=DEFAULT_ENGINE,
                         help="; ".join(f"{kind.name}: {kind.commands[command]}"
                                        for kind in kinds))
     for kind in kinds:
         kind.add_arguments(parser)
+
+
+def _engine_name(prog: str):
+    """``--engine``'s type: a former name becomes the registry's, with one deprecation
+    line (argparse checks the choices after it, so an alias is never listed there)."""
+
+    def name(text: str) -> str:
+        if text in ALIASES:
+            warn_deprecated(prog, f"--engine {text}", f"--engine {ALIASES[text]}")
+            return ALIASES[text]
+        return text
+
+    return name

@@ -1,6 +1,7 @@
-"""``--engine openai``: any OpenAI-compatible server (``vllm serve``, SGLang, a gateway)
-through the HTTP engine of ``synthfactory/rephrase/endpoint.py``; here its flags, their
-checks, and the engine's construction (docs/rephrase.md, docs/adr/0120).
+"""``--engine endpoint``: any OpenAI-compatible server (``vllm serve``, SGLang, a
+gateway) through the HTTP engine of ``synthfactory/rephrase/endpoint.py``; here its
+flags, their checks, and the engine's construction (docs/rephrase.md, docs/adr/0120).
+Its former name ``--engine openai`` is a deprecated alias (docs/adr/0137).
 
 The API key is read from the environment where the engine is built, never carried in
 the spec (a spec is pickled to Ray replicas and trial processes) nor in argv.
@@ -35,25 +36,25 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     """``--endpoint``, ``--served-model`` and ``--endpoint-retry-s``: the same flags for
     every command that can talk to an endpoint (rephrase, sweep)."""
     parser.add_argument("--endpoint", default=os.environ.get(ENDPOINT_URL_ENV) or None,
-                        help=f"--engine openai: the server's URL (default ${ENDPOINT_URL_ENV}); "
+                        help=f"--engine endpoint: the server's URL (default ${ENDPOINT_URL_ENV}); "
                              f"its API key is read from ${ENDPOINT_API_KEY_ENV}, never argv")
     parser.add_argument("--served-model", default=os.environ.get(ENDPOINT_MODEL_ENV) or None,
-                        help="--engine openai: the model name the server serves (default "
+                        help="--engine endpoint: the model name the server serves (default "
                              f"${ENDPOINT_MODEL_ENV}, else the server's only model)")
     parser.add_argument("--endpoint-retry-s", type=positive_float, default=DEFAULT_RETRY_S,
-                        help="--engine openai: how long one request may keep failing (429, "
+                        help="--engine endpoint: how long one request may keep failing (429, "
                              "5xx, server down) before the task fails, retryably")
 
 
 def check_endpoint_arguments(args: argparse.Namespace) -> None:
     """An endpoint is given and is a usable URL, before any shard is read."""
     if not args.endpoint:
-        raise PermanentError(f"--engine openai: give --endpoint URL (or set {ENDPOINT_URL_ENV})")
+        raise PermanentError(f"--engine endpoint: give --endpoint URL (or set {ENDPOINT_URL_ENV})")
     api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
 
 
 class OpenAIEndpoint(EngineKind):
-    name = "openai"
+    name = "endpoint"
     commands = {"rephrase": "an OpenAI-compatible server (--endpoint)",
                 "sweep": "an OpenAI-compatible server (--endpoint), sweeping client knobs "
                          "(max_in_flight)"}
@@ -67,14 +68,14 @@ class OpenAIEndpoint(EngineKind):
 
     def check_pool(self) -> None:
         raise PermanentError("--replicas/--ray-address: engine replicas are the offline "
-                             "engine's (--replicas-per-node too); with --engine openai the "
+                             "engine's (--replicas-per-node too); with --engine endpoint the "
                              "server scales, and "
                              "--max-in-flight sets how many requests it is given at once")
 
     def check_engine_args(self, given: dict, model: str, window: int | None) -> dict | None:
         if given:
             raise PermanentError("--engine-args: the engine's arguments belong to the server "
-                                 "with --engine openai (start it with them); got "
+                                 "with --engine endpoint (start it with them); got "
                                  f"{sorted(given)}")
         return None
 
@@ -87,7 +88,7 @@ class OpenAIEndpoint(EngineKind):
 
         settings = spec.settings or EndpointSettings()
         if not settings.url:
-            raise PermanentError("--engine openai: no endpoint (give --endpoint URL or set "
+            raise PermanentError("--engine endpoint: no endpoint (give --endpoint URL or set "
                                  f"{ENDPOINT_URL_ENV})")
         options = EndpointOptions(url=settings.url, model=settings.served_model,
                                   api_key=os.environ.get(ENDPOINT_API_KEY_ENV) or None,

@@ -78,7 +78,7 @@ def written(tmp_path_factory) -> Written:
     _cli(tmp, "crawl", "--source", source, "--out", f"{run}/{paths.MANIFEST}",
          "--interval-start", f"{DAY}T00:00:00+00:00", "--interval-end", "2026-01-02T00:00:00+00:00",
          "--partition-template", "dt={ds}")
-    _cli(tmp, "stitch", "--manifest", f"{run}/{paths.MANIFEST}", "--out", run,
+    _cli(tmp, "stitch", "--manifest", f"{run}/{paths.MANIFEST}", "--run", run,
          "--templates", "encyclopedic,qa", "--styles-per-doc", "1", "--shard-tokens", "1024",
          "--max-new-tokens", "16", "--max-model-len", "1024", "--model", str(default_model_dir()),
          "--master", "local[2]", "--partitions", "2")
@@ -91,7 +91,7 @@ def written(tmp_path_factory) -> Written:
     _cli(tmp, "validate", *[a for e in entries for a in ("--shard", e["url"])], "--run", run)
     _cli(tmp, "join", "--run", run)
     _cli(tmp, "report", "--run", run, "--dag-id", "synthetic_rephrase",
-         "--airflow-run-id", "manual__contract", "--gpu-hour-price", "2.5")
+         "--airflow-run-id", "manual__contract", "--gpu-hour-usd", "2.5")
 
     documents = [(paths.MANIFEST_SUMMARY, "ManifestSummary", folder.manifest_summary()),
                  (paths.SHARDS_JSON, "ShardsJson", folder.shards_plan()),

@@ -98,7 +98,7 @@ def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
                  "--interval-start", start.isoformat(),
                  "--interval-end", (start + dt.timedelta(days=1)).isoformat(),
                  "--partition-template", "dt={ds}")
-    stitch = _cli("stitch", "--manifest", f"{run}/manifest", "--out", run,
+    stitch = _cli("stitch", "--manifest", f"{run}/manifest", "--run", run,
                   "--templates", "encyclopedic,qa", "--styles-per-doc", "1",
                   "--shard-tokens", "2048", "--max-new-tokens", "16", "--max-model-len", "1024",
                   "--model", str(default_model_dir()), "--master", "local[2]",
@@ -190,7 +190,7 @@ def test_stitch_reads_survive_s3_throttling_and_5xx(s3, monkeypatch, tmp_path):
               "--partition-template", "dt={ds}"), tmp_path)
 
     def stitch(out: str) -> list[str]:
-        return _cli("stitch", "--manifest", f"{day_run}/manifest", "--out", out,
+        return _cli("stitch", "--manifest", f"{day_run}/manifest", "--run", out,
                     "--templates", "encyclopedic,qa", "--styles-per-doc", "1",
                     "--shard-tokens", "2048", "--max-new-tokens", "16",
                     "--max-model-len", "1024", "--model", str(default_model_dir()),

@@ -232,7 +232,7 @@ def test_the_report_and_the_demo_summary_give_the_token_yield(joined_run, capsys
     from synthfactory.report.command import run as report
 
     out, plan, joined = joined_run["out"], joined_run["plan"], joined_run["summary"]
-    report(argparse.Namespace(run=out, gpu_hour_price=2.0, dag_id=None, airflow_run_id=None))
+    report(argparse.Namespace(run=out, gpu_hour_usd=2.0, dag_id=None, airflow_run_id=None))
     written = storage.read_json(storage.join(out, paths.REPORT_JSON))
     y = written["token_yield"]
     assert (y["seed_documents"], y["seed_tokens"]) == (len(DOCS), plan["seed_tokens"])

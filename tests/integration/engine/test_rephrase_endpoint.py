@@ -1,4 +1,4 @@
-"""``rephrase --engine openai`` against vLLM's own OpenAI-compatible server (from
+"""``rephrase --engine endpoint`` against vLLM's own OpenAI-compatible server (from
 .venv-worker, serving the embedded model on 127.0.0.1, with an API key): commits
 exactly once through 429/503 answers, a server killed mid-shard and restarted, and a
 server that never comes back; a refused request is quarantined with the server's
@@ -49,7 +49,7 @@ def server(tmp_path_factory):
 
 def _argv(shard: str, endpoint: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard", shard,
-            "--engine", "openai", "--endpoint", endpoint,
+            "--engine", "endpoint", "--endpoint", endpoint,
             "--checkpoint-rows", str(CHECKPOINT), "--max-in-flight", "4",
             "--temperature", "0", *extra]
 
@@ -111,7 +111,7 @@ def test_commits_through_429_and_503_answers_exactly_once_with_the_served_model(
     commit = _exactly_once(run)
     assert commit["rows_quarantined"] == 0
     assert commit["model"] == SERVED_NAME
-    assert commit["engine_args"]["engine"] == "openai"
+    assert commit["engine_args"]["engine"] == "endpoint"
     assert commit["engine_args"]["server"].startswith("vllm 0.")
     assert commit["engine_args"]["endpoint"] == proxy.url + "/v1"
     assert commit["engine_args"]["max_model_len"] == MAX_MODEL_LEN  # the server says it
@@ -126,7 +126,7 @@ def test_sweep_over_the_endpoint_measures_max_in_flight_against_the_defaults(ser
                                                                           tmp_path):
     shard = write_real_prompt_shard(tmp_path / "run", ROWS)
     out = f"file://{tmp_path}/sweep"
-    argv = [sys.executable, "-m", "synthfactory.cli", "sweep", "--engine", "openai",
+    argv = [sys.executable, "-m", "synthfactory.cli", "sweep", "--engine", "endpoint",
             "--endpoint", server.url, "--shard", shard, "--out", out,
             "--grid", json.dumps({"max_in_flight": [1]}), "--sample-rows", "4",
             "--max-new-tokens", "8", "--warmup-rows", "1", "--safety-margin", "0"]

@@ -47,7 +47,7 @@ def finished_run(tmp_path):
 
 def test_finished_run_report_adds_up(finished_run, capsys):
     run = finished_run
-    report = _report(run.run_url, "--gpu-hour-price", "3.0", "--airflow-run-id", "manual__x")
+    report = _report(run.run_url, "--gpu-hour-usd", "3.0", "--airflow-run-id", "manual__x")
     generated = run.generated
 
     assert report["complete"] is True and report["missing"] == []
@@ -140,7 +140,7 @@ def test_run_failed_before_stitch_still_gets_a_report(tmp_path, monkeypatch):
 
 def test_bad_price_is_one_clear_line(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["report", "--run", str(tmp_path), "--gpu-hour-price", "-2"])
+        cli.main(["report", "--run", str(tmp_path), "--gpu-hour-usd", "-2"])
     assert exit_.value.code == 2
     assert "'-2': expected a price in USD >= 0" in capsys.readouterr().err
     monkeypatch.setenv(command.PRICE_ENV, "cheap")

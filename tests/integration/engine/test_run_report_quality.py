@@ -98,7 +98,7 @@ def gated_run(tmp_path) -> RunLayout:
 
 
 def test_quality_section_adds_up_against_the_verdicts(gated_run):
-    report = _report(gated_run.run_url, "--gpu-hour-price", "3.0")
+    report = _report(gated_run.run_url, "--gpu-hour-usd", "3.0")
     quality = report["quality"]
     verdicts = pa.concat_tables(
         storage.read_table(gated_run.shard_verdicts(f"shard-{i:05d}")) for i in range(2))
@@ -246,7 +246,7 @@ def _corpus(tmp_path) -> str:
 def test_a_wrong_column_fails_stitch_naming_it_and_the_columns_there(tmp_path, capsys,
                                                                      flags, column):
     manifest = _corpus(tmp_path)
-    code = cli.main(["stitch", "--manifest", manifest, "--out", f"file://{tmp_path}/run",
+    code = cli.main(["stitch", "--manifest", manifest, "--run", f"file://{tmp_path}/run",
                      "--templates", "summary", "--shard-tokens", "4096", *flags])
     assert code == 3  # a retry reads the same file: never retried
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -263,7 +263,7 @@ def test_the_workers_name_a_wrong_column_of_any_file(tmp_path):
 
 def test_empty_quality_flags_mean_unset(tmp_path, capsys):
     manifest = _corpus(tmp_path)
-    code = cli.main(["stitch", "--manifest", manifest, "--out", f"file://{tmp_path}/run",
+    code = cli.main(["stitch", "--manifest", manifest, "--run", f"file://{tmp_path}/run",
                      "--templates", "summary", "--shard-tokens", "4096",
                      "--quality-column=", "--min-quality=0.5"])
     assert code == 3

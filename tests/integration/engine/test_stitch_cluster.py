@@ -107,7 +107,7 @@ def _stitch(manifest: str, out: str, master: str, event_log: Path | None = None,
              if master.startswith("spark://") else [])
     result = subprocess.run(
         [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest", manifest,
-         "--out", out, *STITCH, "--master", master, *extra],
+         "--run", out, *STITCH, "--master", master, *extra],
         capture_output=True, text=True, timeout=1800,
         env={**os.environ, **(env or {}), "PYSPARK_SUBMIT_ARGS": submit_args},
     )

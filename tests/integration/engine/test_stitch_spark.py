@@ -185,7 +185,7 @@ def test_cli_reports_unreadable_file_and_bad_template(tmp_path):
     manifest.mkdir()
     pq.write_table(pa.table({"key": [f"file://{broken}"]}), manifest / "part-00000.parquet")
     cli = [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest",
-           f"file://{manifest}", "--out", f"file://{tmp_path}/run", "--shard-tokens", "4096"]
+           f"file://{manifest}", "--run", f"file://{tmp_path}/run", "--shard-tokens", "4096"]
     bad_template = subprocess.run([*cli, "--templates", "sonnet"], capture_output=True, text=True)
     assert bad_template.returncode == 3  # a retry finds the same folder
     assert "template 'sonnet': not found" in bad_template.stderr

@@ -68,7 +68,7 @@ def test_real_sweep_resume_and_the_decision_reaches_the_worker(tmp_path, monkeyp
     out = f"file://{tmp_path}/sweep"
     argv = ["--shard", _shard(tmp_path), "--model", str(model), "--grid", str(grid),
             "--out", out, "--sample-rows", "6", "--max-new-tokens", "12",
-            "--warmup-rows", "2", "--safety-margin", "0.25", "--gpu-hour-cost", "2.0"]
+            "--warmup-rows", "2", "--safety-margin", "0.25", "--gpu-hour-usd", "2.0"]
     summary, stdout = _sweep(argv, tmp_path / "first.json")
 
     # round 1: defaults, 6, invalid; rounds 2 and 3: defaults, 6 (the finalist)
@@ -141,7 +141,7 @@ def _worker_engine_args(tmp_path: Path, model: Path, engine_args: str | None,
     parser = argparse.ArgumentParser()
     rephrase_command.add_arguments(parser)
     run = tmp_path / f"worker-{len(list(tmp_path.glob('worker-*')))}"
-    argv = ["--shard", _shard(run), "--model", str(model), "--out", f"file://{run}"]
+    argv = ["--shard", _shard(run), "--model", str(model), "--run", f"file://{run}"]
     if engine_args:
         argv += ["--engine-args", engine_args]
     monkeypatch.setattr(engines, "VllmEngine", Recording)

@@ -49,7 +49,7 @@ def _plan(options: list[str]) -> list[dict]:
     three groups, each the argv of its rephrase and validate tasks, with the rephrase
     options the plan task was given after ``--``."""
     return [{"rephrase": ["rephrase", "--shard", f"{RUN}/prompts/shard-{i:05d}.parquet",
-                          "--out", RUN, *options],
+                          "--run", RUN, *options],
              "validate": ["validate", "--shard", f"{RUN}/prompts/shard-{i:05d}.parquet",
                           "--run", RUN]}
             for i in range(3)]

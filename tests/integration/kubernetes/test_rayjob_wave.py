@@ -28,7 +28,7 @@ pytestmark = pytest.mark.kubernetes_e2e
 NS = NAMESPACE
 STANDIN = Path(__file__).resolve().parents[2] / "kube_api" / "ray_node_standin.sh"
 PLAN = [{"rephrase": ["rephrase", "--shard", f"file:///run/prompts/shard-0000{i}.parquet",
-                      "--out", "file:///run", "--replicas", "2"]} for i in range(3)]
+                      "--run", "file:///run", "--replicas", "2"]} for i in range(3)]
 POOL = "synthfactory.io/pool"
 NODES = [node_spec("cpu-a", {POOL: "cpu"}, "16", "64Gi"),
          node_spec("gpu-a", {POOL: "gpu"}, "32", "256Gi", gpus=2),

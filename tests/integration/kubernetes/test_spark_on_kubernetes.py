@@ -148,7 +148,7 @@ def test_the_prompts_equal_a_local_stitch_row_for_row(spark_run):
     assert spark_run["done"].returncode == 0, _tail(spark_run["done"])
     args = list(spark_run["drivers"][-1]["args"])
     local_out = spark_run["tmp"] / "local"
-    args[args.index("--out") + 1] = f"file://{local_out}"
+    args[args.index("--run") + 1] = f"file://{local_out}"
     args[args.index("--master") + 1] = "local[*]"
     assert spark_run["master"] in spark_run["drivers"][-1]["args"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SYNTHFACTORY_HOME": str(ROOT)}

@@ -95,7 +95,7 @@ def dag_argvs():
                 task = copy.copy(task)
                 task.render_template_fields(dict(context))
                 argvs[task.task_id], tasks[task.task_id] = task.arguments, task
-        argvs["shard.rephrase"] = ["rephrase", "--shard", SHARD, "--out", RUN, "--model", "m"]
+        argvs["shard.rephrase"] = ["rephrase", "--shard", SHARD, "--run", RUN, "--model", "m"]
         argvs["shard.validate"] = ["validate", "--shard", SHARD, "--run", RUN]
         out[runner] = (argvs, tasks)
     return out
@@ -144,13 +144,33 @@ def test_file_urls_name_the_path_in_the_file_namespace():
 @pytest.mark.parametrize("flag", [["--templates-url", "s3://prompts/lab/v3"],
                                   ["--templates-url=s3://prompts/lab/v3"]])
 def test_your_own_templates_folder_is_an_input_of_stitch(flag):
-    base = ["stitch", "--manifest", f"{RUN}/manifest", "--out", RUN]
+    base = ["stitch", "--manifest", f"{RUN}/manifest", "--run", RUN]
     lineage = _extract(_local("stitch_prompts", base + flag))
     assert _names(lineage.inputs) == [("s3://prompts", "lab/v3"),
                                       ("s3://lake", "out/synthetic_rephrase/2026-11-29/manifest")]
     # the DAG's empty default (the shipped templates) names no folder
     shipped = _extract(_local("stitch_prompts", base + ["--templates-url="]))
     assert len(shipped.inputs) == 1
+
+
+FOLDER = "out/synthetic_rephrase/2026-11-29"
+
+
+@pytest.mark.parametrize(("task_id", "argv", "expected"), [
+    # the shard's run is elsewhere: only --out can name this run folder
+    ("shard.rephrase", ["rephrase", "--shard", "s3://other/run/prompts/shard-00001.parquet",
+                        "--out", RUN, "--model", "m"],
+     ([("s3://lake", f"{FOLDER}/prompts")], [("s3://lake", f"{FOLDER}/generated")])),
+    ("stitch_prompts", ["stitch", "--manifest", f"{RUN}/manifest", "--out", RUN],
+     ([("s3://lake", f"{FOLDER}/manifest")], [("s3://lake", f"{FOLDER}/prompts")])),
+    ("smoke_test_training", ["smoke", "--from-run", RUN, "--steps", "5"],
+     ([("s3://lake", f"{FOLDER}/joined")], [])),
+])
+def test_argv_rendered_with_a_former_run_flag_still_names_the_run(task_id, argv, expected):
+    """A plan's XCom or a task in flight across the rename (docs/adr/0137) says --out or
+    --from-run: the lineage still finds its run folder."""
+    lineage = _extract(_local(task_id, argv))
+    assert (_names(lineage.inputs), _names(lineage.outputs)) == expected
 
 
 # -- the run facet -------------------------------------------------------------------------
@@ -224,7 +244,7 @@ def test_register_facet_without_a_summary_reads_the_run_folder(run_folder):
 
 def test_a_run_folder_that_cannot_be_read_still_gives_the_datasets():
     task = _local("shard.rephrase", ["rephrase", "--shard", "file:///nowhere/prompts/"
-                                     "shard-00000.parquet", "--out", "file:///nowhere",
+                                     "shard-00000.parquet", "--run", "file:///nowhere",
                                      "--model", "/models/m"])
     lineage = _complete(task, None)
     assert _names(lineage.outputs) == [("file", "/nowhere/generated")]

@@ -29,7 +29,7 @@ def rephrase_pod(tmp_path, monkeypatch):
     task = SynthfactoryPodOperator(
         task_id="shard.rephrase",
         arguments=["rephrase", "--shard", "s3://bucket/run/prompts/shard-00000.parquet",
-                   "--out", "s3://bucket/run", "--checkpoint-rows", "64"],
+                   "--run", "s3://bucket/run", "--checkpoint-rows", "64"],
         **pod_operator_kwargs("gpu", settings, "rephrase"),
     )
     with offline_kube(tmp_path):

@@ -17,10 +17,10 @@ from tests.support.paths import ROOT
 CRD = ROOT / "tests" / "schemas" / "crds" / "ray.io_rayjobs.yaml"
 PLAN = [
     {"rephrase": ["rephrase", "--shard", "s3://b/run/prompts/shard-00000.parquet",
-                  "--shard", "s3://b/run/prompts/shard-00001.parquet", "--out", "s3://b/run",
+                  "--shard", "s3://b/run/prompts/shard-00001.parquet", "--run", "s3://b/run",
                   "--model", "m", "--checkpoint-rows", "16", "--replicas", "1"]},
     {"rephrase": ["rephrase", "--shard", "s3://b/run/prompts/shard-00002.parquet",
-                  "--out", "s3://b/run", "--model", "m", "--checkpoint-rows", "16",
+                  "--run", "s3://b/run", "--model", "m", "--checkpoint-rows", "16",
                   "--replicas", "1"]},
 ]
 
@@ -91,7 +91,7 @@ def test_head_in_cpu_pool_workers_in_gpu_pool_one_replica_per_gpu():
     assert argv[:2] == ["synthfactory", "rephrase"]
     assert argv[argv.index("--ray-address") + 1] == "auto"
     assert argv[argv.index("--replicas") + 1] == "16"  # 2 nodes x 8 GPUs
-    assert argv.count("--replicas") == 1 and argv.count("--out") == 1
+    assert argv.count("--replicas") == 1 and argv.count("--run") == 1
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--shard"] == [
         f"s3://b/run/prompts/shard-{i:05d}.parquet" for i in range(3)]
     assert spec["backoffLimit"] == 0 and spec["shutdownAfterJobFinishes"] is True

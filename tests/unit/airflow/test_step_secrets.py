@@ -101,7 +101,7 @@ def test_the_endpoint_connection_arrives_as_environment_and_is_masked(env_dumpin
     monkeypatch.setenv("AIRFLOW_CONN_SF_LLM", json.dumps({
         "conn_type": "http", "host": "llm.internal", "port": 8000, "schema": "https",
         "password": key, "extra": {"model": "smollm2-135m"}}))
-    task = LocalStepOperator(task_id="rephrase", arguments=["rephrase", "--engine", "openai"],
+    task = LocalStepOperator(task_id="rephrase", arguments=["rephrase", "--engine", "endpoint"],
                              worker_bin=str(env_dumping_worker), endpoint_conn_id="sf_llm")
     summary = _run(task)
     env = summary["env"]

@@ -92,7 +92,7 @@ def _rephrase(tmp_path, endpoint: str, *extra: str) -> subprocess.CompletedProce
     env = {**os.environ, "SYNTHFACTORY_ENDPOINT_API_KEY": "sk-unit-canary",
            "SYNTHFACTORY_RESULT_FILE": str(tmp_path / "r.json")}
     return subprocess.run([sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard",
-                           shard, "--engine", "openai", "--endpoint", endpoint, *extra],
+                           shard, "--engine", "endpoint", "--endpoint", endpoint, *extra],
                           env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -119,7 +119,7 @@ def test_nothing_listening_is_one_line_after_the_wait_and_retryable(tmp_path):
 
 
 @pytest.mark.parametrize("extra, words", [
-    ([], "--engine openai: give --endpoint URL (or set SYNTHFACTORY_ENDPOINT_URL)"),
+    ([], "--engine endpoint: give --endpoint URL (or set SYNTHFACTORY_ENDPOINT_URL)"),
     (["--endpoint", "http://h:1", "--engine-args", '{"max_num_seqs": 4}'],
      "--engine-args: the engine's arguments belong to the server"),
     (["--endpoint", "http://h:1", "--replicas", "2"],
@@ -129,7 +129,7 @@ def test_endpoint_flags_that_do_not_fit_fail_before_any_request(tmp_path, extra,
     shard = write_prompt_shard(f"file://{tmp_path}/run", 0, rows=3)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTHFACTORY_ENDPOINT")}
     proc = subprocess.run([sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard",
-                           shard, "--engine", "openai", *extra], env=env,
+                           shard, "--engine", "endpoint", *extra], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3
     (line,) = proc.stderr.strip().splitlines()  # one line: refused before any work

@@ -173,10 +173,10 @@ def test_the_scan_fails_on_a_module_planted_in_the_tree_and_spares_the_registry(
 
 # -- the registry itself -------------------------------------------------------------
 
-def test_the_command_line_names_stay_and_each_command_lists_its_engines():
-    assert ENGINES == ("vllm", "echo", "openai")
-    for command, expected in (("rephrase", ["vllm", "echo", "openai"]),
-                              ("sweep", ["vllm", "openai"])):
+def test_the_command_line_names_and_each_command_lists_its_engines():
+    assert ENGINES == ("vllm", "echo", "endpoint")  # openai: a hidden alias (docs/adr/0137)
+    for command, expected in (("rephrase", ["vllm", "echo", "endpoint"]),
+                              ("sweep", ["vllm", "endpoint"])):
         parser = argparse.ArgumentParser()
         add_engine_arguments(parser, command)
         action = next(a for a in parser._actions if a.dest == "engine")
@@ -188,7 +188,7 @@ def test_the_command_line_names_stay_and_each_command_lists_its_engines():
 
 def test_an_unknown_engine_name_fails_in_one_line():
     with pytest.raises(SynthfactoryError, match=r"--engine 'gpt': expected one of "
-                                                r"\('vllm', 'echo', 'openai'\)"):
+                                                r"\('vllm', 'echo', 'endpoint'\)"):
         engine_kind("gpt")
     with pytest.raises(SynthfactoryError, match="expected one of"):
         EngineSpec(model="m", engine="gpt").build()
@@ -201,7 +201,7 @@ def test_a_spec_with_its_engine_settings_pickles_and_builds():
                                                     settings=settings)))
         engine = spec.build()
         assert type(engine) is built and engine.engine_args == {"engine": "echo"}
-    spec = EngineSpec(model="m", engine="openai", settings=EndpointSettings(url="http://x"))
+    spec = EngineSpec(model="m", engine="endpoint", settings=EndpointSettings(url="http://x"))
     assert pickle.loads(pickle.dumps(spec)) == spec
 
 

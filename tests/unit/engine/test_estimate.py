@@ -119,7 +119,7 @@ def test_a_runs_token_yield_sizes_the_seed_and_the_generation(tmp_path, capsys):
     tokens (yield 0.125): 1e6 usable tokens need 4e6 generated and 8e6 seed tokens."""
     run_url = f"file://{tmp_path}/run"
     _report(run_url, {"seed_tokens": 19000, "usable_tokens": 2375, "yield": 0.125})
-    plan, table = _estimate(capsys, "--tokens", "1e6", "--from-run", run_url, "--gpus", "1",
+    plan, table = _estimate(capsys, "--tokens", "1e6", "--run", run_url, "--gpus", "1",
                             "--startup-s", "0")
     assert plan["usable_tokens"] == 1_000_000 and plan["tokens"] == 4_000_000
     assert (plan["measured_usable_share"], plan["measured_token_yield"]) == (0.25, 0.125)
@@ -129,7 +129,7 @@ def test_a_runs_token_yield_sizes_the_seed_and_the_generation(tmp_path, capsys):
     assert "seed tokens needed" in table and "8,000,000" in table
     # a run reported before the join has no yield: --tokens are output tokens, as before
     _report(run_url)
-    plan, _ = _estimate(capsys, "--tokens", "1e6", "--from-run", run_url, "--gpus", "1",
+    plan, _ = _estimate(capsys, "--tokens", "1e6", "--run", run_url, "--gpus", "1",
                         "--startup-s", "0", "--json")
     assert plan["tokens"] == 1_000_000 and plan["seed_tokens_needed"] is None
 
@@ -137,7 +137,7 @@ def test_a_runs_token_yield_sizes_the_seed_and_the_generation(tmp_path, capsys):
 def test_a_run_gives_tokens_per_gpu_second_and_start_up_per_task(tmp_path, capsys):
     run_url = f"file://{tmp_path}/run"
     _report(run_url)
-    plan, table = _estimate(capsys, "--tokens", "1.08e8", "--from-run", run_url, "--gpus", "4",
+    plan, table = _estimate(capsys, "--tokens", "1.08e8", "--run", run_url, "--gpus", "4",
                             "--shard-minutes", "30", "--gpu-hour-usd", "3")
     # committed shards only: 9,000 tokens / 30 device-seconds = 300 tokens/s per GPU;
     # start-up: 24 s over 2 engines started = 12 s a task
@@ -152,7 +152,7 @@ def test_a_run_gives_tokens_per_gpu_second_and_start_up_per_task(tmp_path, capsy
     assert plan["wall_clock_hours"] == 25.007
     assert plan["measured_generating_fraction"] == 0.75 and "75.0%" in table
     # a start-up given by hand wins over the run's
-    plan, _ = _estimate(capsys, "--tokens", "1.08e8", "--from-run", run_url, "--gpus", "4",
+    plan, _ = _estimate(capsys, "--tokens", "1.08e8", "--run", run_url, "--gpus", "4",
                         "--startup-s", "0", "--json")
     assert plan["startup_s_per_task"] == 0 and plan["startup_source"] == "--startup-s"
 
@@ -202,14 +202,14 @@ def _refused(tmp_path, *argv: str) -> tuple[int, str]:
     (["--tokens", "0", "--tokens-per-s-per-gpu", "500", "--gpus", "8"], 2,
      ("argument --tokens", "must be greater than 0")),
     (["--tokens", "1e9", "--gpus", "8"], 2,
-     ("one of the arguments --tokens-per-s-per-gpu --from-sweep --from-run is required",)),
+     ("one of the arguments --tokens-per-s-per-gpu --from-sweep --run is required",)),
     (["--docs", "1e6", "--tokens-per-s-per-gpu", "500", "--gpus", "8"], 3,
      ("--docs", "give --tokens-per-output too")),
     (["--tokens", "1e9", "--tokens-per-s-per-gpu", "500", "--gpus", "8",
       "--shard-minutes", "1500"], 3,
      ("--shard-minutes 1500", "does not fit in a 24-hour run")),
-    (["--tokens", "1e9", "--from-run", "{tmp}/no-run", "--gpus", "8"], 3,
-     ("--from-run {tmp}/no-run", "no report/report.json there", "synthfactory report")),
+    (["--tokens", "1e9", "--run", "{tmp}/no-run", "--gpus", "8"], 3,
+     ("--run {tmp}/no-run", "no report/report.json there", "synthfactory report")),
     (["--tokens", "1e9", "--from-sweep", "{tmp}/no-sweep", "--gpus", "8"], 3,
      ("--from-sweep {tmp}/no-sweep", "neither winner.json nor results.parquet")),
 ])

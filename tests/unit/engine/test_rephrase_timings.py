@@ -1,6 +1,6 @@
 """Where a rephrase task's time goes: its engine's start-up, its generation, and the
 share of its wall time spent generating, in the task's summary, in each commit and
-in the run report, and from there in ``synthfactory estimate --from-run``."""
+in the run report, and from there in ``synthfactory estimate --run``."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_the_report_sums_start_up_over_the_engines_started_and_estimate_uses_it(
         s["startup_s"] for s in summary["shards"]]
     _adds_up(tokens)
 
-    assert cli.main(["estimate", "--tokens", "1e6", "--from-run", run_url, "--gpus", "1",
+    assert cli.main(["estimate", "--tokens", "1e6", "--run", run_url, "--gpus", "1",
                      "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert estimate["startup_s_per_task"] == tokens["startup_s"]

@@ -46,7 +46,7 @@ def test_sabotaged_learning_rate_fails_with_its_message(tmp_path, capsys):
 
 def test_from_run_uses_empirical_lengths_and_counts_drops(tmp_path, capsys):
     run = make_run(tmp_path, [10, 30, 50, 200, 12, 33])
-    rc, summary, err = _run(capsys, "--from-run", run, "--steps", "3", *TINY)
+    rc, summary, err = _run(capsys, "--run", run, "--steps", "3", *TINY)
     assert rc == 0, err
     assert summary["source"] == run and summary["tokens"] == "random"
     assert summary["dropped"] > 0  # the 200-token output does not fit 64: dropped, counted
@@ -55,7 +55,7 @@ def test_from_run_uses_empirical_lengths_and_counts_drops(tmp_path, capsys):
 def test_real_tokens_train_on_the_tokenized_text(tmp_path, capsys):
     run = make_run(tmp_path, [12, 3, 14, 10] * 3)
     model = make_tokenizer(tmp_path)
-    rc, summary, err = _run(capsys, "--from-run", run, "--real-tokens", "--tokenizer", model,
+    rc, summary, err = _run(capsys, "--run", run, "--real-tokens", "--tokenizer", model,
                             "--steps", "3", "--seq-len", "32", "--batch-size", "2",
                             "--d-model", "32", "--device", "cpu")
     assert rc == 0, err
@@ -66,7 +66,7 @@ def test_real_tokens_train_on_the_tokenized_text(tmp_path, capsys):
 
 def test_real_tokens_need_a_tokenizer(tmp_path, capsys):
     run = make_run(tmp_path, [5, 6])
-    rc, _, err = _run(capsys, "--from-run", run, "--real-tokens", "--steps", "1")
+    rc, _, err = _run(capsys, "--run", run, "--real-tokens", "--steps", "1")
     assert rc == 3 and "--tokenizer" in err
 
 

@@ -46,7 +46,7 @@ def _args(tmp_path, grid, **over):
     argv = ["--shard", str(tmp_path / "run/prompts/shard-00000.parquet"),
             "--model", str(tmp_path / "model"), "--grid", json.dumps(grid),
             "--out", str(tmp_path / "sweep"), "--sample-rows", "4",
-            "--safety-margin", "0.25", "--gpu-hour-cost", "3.6"]
+            "--safety-margin", "0.25", "--gpu-hour-usd", "3.6"]
     for name, value in over.items():
         argv += [f"--{name.replace('_', '-')}"] + ([] if value is None else [str(value)])
     return parser.parse_args(argv)
@@ -240,7 +240,7 @@ def test_apply_to_a_model_that_is_not_a_folder_is_refused_before_measuring(sweep
     assert calls == []
 
 
-ENDPOINT = {"engine": "openai", "endpoint": "http://127.0.0.1:9/v1"}
+ENDPOINT = {"engine": "endpoint", "endpoint": "http://127.0.0.1:9/v1"}
 
 
 def test_an_endpoint_grid_of_server_arguments_is_refused_in_one_line(sweep_env):
@@ -280,5 +280,5 @@ def test_an_endpoint_sweep_measures_backed_off_client_knobs_and_leaves_the_model
 def test_an_endpoint_sweep_without_an_endpoint_is_refused(sweep_env, monkeypatch):
     tmp_path, calls = sweep_env
     monkeypatch.delenv("SYNTHFACTORY_ENDPOINT_URL", raising=False)
-    with pytest.raises(SynthfactoryError, match="--engine openai: give --endpoint URL"):
-        command.run(_args(tmp_path, [{"max_in_flight": 8}], engine="openai"))
+    with pytest.raises(SynthfactoryError, match="--engine endpoint: give --endpoint URL"):
+        command.run(_args(tmp_path, [{"max_in_flight": 8}], engine="endpoint"))

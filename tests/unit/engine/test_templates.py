@@ -164,7 +164,7 @@ def test_stitch_refuses_a_bad_folder_in_one_line_before_spark(tmp_path):
     url = _folder(tmp_path / "own", terse=_own("terse", user="Make it short."))
     proc = subprocess.run(
         [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest",
-         f"file://{tmp_path}/no-manifest", "--out", f"file://{tmp_path}/run",
+         f"file://{tmp_path}/no-manifest", "--run", f"file://{tmp_path}/run",
          "--templates", "terse", "--templates-url", url, "--shard-tokens", "4096"],
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3  # PermanentError: Airflow does not retry it
