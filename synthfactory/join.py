@@ -37,6 +37,7 @@ from synthfactory.contract import JoinedJson, JoinedTemplate, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
+from synthfactory.quality.table import QA_PAIRS
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ JOINED_SCHEMA = pa.schema([
     ("finish_reason", pa.string()),  # "stop" when every chunk stopped, else the first other
     ("model", pa.string()),
     ("shard", pa.string()),  # the shard of the document's first chunk
+    # a qa_pairs template's parsed pairs, the chunks' in chunk order; null for the others
+    ("qa_pairs", QA_PAIRS),
 ])
 # the generated columns a joined row adds up or judges; any other (an older or newer
 # worker's) is carried from the document's first chunk, as register carried it before
@@ -90,6 +93,7 @@ class _Chunk:
     template_version: object
     model: str | None
     extra: dict
+    qa_pairs: list | None = None
 
 
 @dataclass
@@ -189,8 +193,9 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
     # a run stitched before source_tokens existed: none counted
     source = prompts.column("source_tokens").to_pylist() if "source_tokens" in names else [0] * n
     templates = prompts.column("template_id").to_pylist()
-    verdicts = storage.read_table(shard.verdicts_url,
-                                  columns=["row", "usable", "reasons", "clean_text"])
+    verdicts = storage.read_table(shard.verdicts_url)  # qa_pairs: not in older verdicts
+    verdicts = verdicts.select([c for c in ("row", "usable", "reasons", "clean_text",
+                                            "qa_pairs") if c in verdicts.column_names])
     verdict_of = {r["row"]: r for r in verdicts.to_pylist()}
     generated = {}
     for url in shard.part_urls:
@@ -218,7 +223,7 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
                 bool(v["usable"]), list(v["reasons"] or []), int(g["prompt_tokens"] or 0),
                 int(g["output_tokens"] or 0), int(source[row] or 0), g["finish_reason"],
                 g.get("template_version"), g["model"],
-                {k: v for k, v in g.items() if k not in _GENERATED})
+                {k: v for k, v in g.items() if k not in _GENERATED}, v.get("qa_pairs"))
         if len(doc.chunks) + doc.quarantined < doc.count:
             continue  # chunks still to come, in a later row or shard
         del pending[key]
@@ -258,6 +263,8 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
     reasons = sorted({r for c in chunks for r in c.reasons},
                      key=lambda r: min(c.reasons.index(r) for c in chunks if r in c.reasons))
     finish = next((c.finish_reason for c in chunks if c.finish_reason != "stop"), "stop")
+    pairs = (None if all(c.qa_pairs is None for c in chunks)
+             else [p for c in chunks for p in c.qa_pairs or []])
     return {
         "id": key[0], "template_id": key[1], "template_version": chunks[0].template_version,
         "output_text": text, "clean_text": clean, "usable": usable, "reasons": reasons,
@@ -266,6 +273,7 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
         "output_tokens": sum(c.output_tokens for c in chunks),
         "source_tokens": sum(c.source_tokens for c in chunks),
         "finish_reason": finish, "model": chunks[0].model, "shard": chunks[0].shard,
+        "qa_pairs": pairs,
         **{k: v for k, v in chunks[0].extra.items() if k != "template_version"},
     }
 

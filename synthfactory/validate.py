@@ -19,6 +19,7 @@ from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
 from synthfactory.quality.gate import verdict_columns
 from synthfactory.quality.reasons import REASONS
+from synthfactory.quality.table import QA_PAIRS
 
 # the gate's reasons a row is flagged for (the others judge the rephrasing, not the engine)
 FLAGS = ("empty", "truncated", "repetition", "refusal")
@@ -80,7 +81,8 @@ def validate_shard(shard_url: str, run_url: str, max_repetition: float) -> Valid
 VERDICT_SCHEMA = pa.schema([
     ("row", pa.int64()), ("id", pa.string()), ("template_id", pa.string()),
     ("usable", pa.bool_()), ("reasons", pa.list_(pa.string())), ("clean_text", pa.string()),
-    ("output_tokens", pa.int64())])
+    ("output_tokens", pa.int64()),
+    ("qa_pairs", QA_PAIRS)])  # a qa_pairs template's parsed pairs; null for the others
 
 
 def _gate(shard_url: str, table: pa.Table | None, layout: RunLayout, name: str,

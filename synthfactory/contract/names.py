@@ -31,5 +31,7 @@ PAUSE_AT_ENV = "SYNTHFACTORY_PAUSE_AT"  # fault tests: stop at a named point...
 PAUSE_MARKER_ENV = "SYNTHFACTORY_PAUSE_MARKER"  # ...announce it in this file...
 PAUSE_RELEASE_ENV = "SYNTHFACTORY_PAUSE_RELEASE"  # ...and wait for this one
 
-# The prompt styles shipped in synthfactory/templates/, in the trigger form's order.
-STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq")
+# The prompt styles shipped in synthfactory/templates/, in the trigger form's order: the
+# web-prose ones, the Nemotron-CC tasks for high-quality web text, then code and math.
+STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq", "distill",
+          "knowledge_list", "code_tutorial", "code_commented", "math_solution", "math_textbook")

@@ -11,13 +11,29 @@ Why each default is what it is (docs/quality.md has the table):
   step's threshold, where degenerate loops sit well above and prose well below.
 - ``language_min_words`` 8 and ``language_confidence`` 0.8: language identification
   of a few words is a guess; both texts must be that long and both verdicts that sure.
+
+A template may also declare what its outputs must keep or look like (the domain
+checks, synthfactory/quality/domain.py; none by default, so a template that declares
+none is gated as before):
+- ``keep_code``: ``true``: every code block of the source that parses must be in the
+  output and still parse (``code_broken``);
+- ``keep_numbers``: ``true`` or ``{"tolerance": T}``: at most the share T (default 0)
+  of the source's numbers and formulae may be missing from the output (``numbers_lost``);
+- ``output_shape``: ``"qa_pairs"`` or ``"list"``: the output must parse into it
+  (``wrong_format``);
+- ``target_language``: an ISO 639-1 code: the output must be in that language, not
+  the source's (``language``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 
 from synthfactory.errors import SynthfactoryError
+
+SHAPES = ("qa_pairs", "list")
+_LANGUAGE_CODE = re.compile(r"[a-z]{2}")
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,11 @@ class Bounds:
     max_repetition: float = 0.5
     language_min_words: int = 8
     language_confidence: float = 0.8
+    # the domain checks a template declares (module docstring); off by default
+    keep_code: bool = False
+    keep_numbers: float | None = None  # the tolerance: share of numbers that may go
+    output_shape: str | None = None
+    target_language: str | None = None
 
     def override(self, **values) -> Bounds:
         """These bounds with the given values (None: keep), checked."""
@@ -50,7 +71,39 @@ class Bounds:
                 raise SynthfactoryError(f"{source}: quality {name} must be >= 1")
 
 
-KEYS = {f.name: f.type for f in fields(Bounds)}
+# the numeric bounds (what the command line overrides), then the declared checks
+CHECKS = ("keep_code", "keep_numbers", "output_shape", "target_language")
+KEYS = {f.name: f.type for f in fields(Bounds) if f.name not in CHECKS}
+
+
+def _check_value(key: str, value: object, source: str) -> object:
+    """A declared check's JSON value as the Bounds field holds it."""
+    if key == "keep_code":
+        if not isinstance(value, bool):
+            raise SynthfactoryError(f"{source}: quality keep_code must be true or false, "
+                                    f"got {value!r}")
+        return value
+    if key == "keep_numbers":
+        if value is False:
+            return None
+        if value is True:
+            return 0.0
+        tolerance = value.get("tolerance", 0.0) if isinstance(value, dict) else None
+        if (not isinstance(value, dict) or set(value) - {"tolerance"}
+                or isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                or not 0 <= tolerance < 1):
+            raise SynthfactoryError(f"{source}: quality keep_numbers must be true, false or "
+                                    f'{{"tolerance": T}} with 0 <= T < 1, got {value!r}')
+        return float(tolerance)
+    if key == "output_shape":
+        if value not in SHAPES:
+            raise SynthfactoryError(f"{source}: quality output_shape must be one of "
+                                    f"{list(SHAPES)}, got {value!r}")
+        return value
+    if not isinstance(value, str) or not _LANGUAGE_CODE.fullmatch(value):
+        raise SynthfactoryError(f"{source}: quality target_language must be an ISO 639-1 "
+                                f"code such as 'en' or 'de', got {value!r}")
+    return value
 
 
 def bounds_from(declared: object, source: str, base: Bounds | None = None) -> Bounds:
@@ -60,14 +113,19 @@ def bounds_from(declared: object, source: str, base: Bounds | None = None) -> Bo
         return base
     if not isinstance(declared, dict):
         raise SynthfactoryError(f"{source}: 'quality' must be a JSON object")
-    unknown = sorted(set(declared) - set(KEYS))
+    unknown = sorted(set(declared) - set(KEYS) - set(CHECKS))
     if unknown:
         raise SynthfactoryError(f"{source}: unknown quality key(s) {unknown} "
-                                f"(known: {sorted(KEYS)})")
+                                f"(known: {sorted([*KEYS, *CHECKS])})")
+    values = {}
     for key, value in declared.items():
+        if key in CHECKS:
+            values[key] = _check_value(key, value, source)
+            continue
         wanted = int if KEYS[key] in ("int", int) else (int, float)
         if isinstance(value, bool) or not isinstance(value, wanted):
             raise SynthfactoryError(f"{source}: quality {key} must be a number, got {value!r}")
-    bounds = replace(base, **declared)
+        values[key] = value
+    bounds = replace(base, **values)
     bounds.check(source)
     return bounds

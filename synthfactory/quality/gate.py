@@ -1,8 +1,11 @@
-"""One verdict per row: ``usable``, ``reasons`` (in vocabulary order) and ``clean_text``.
+"""One verdict per row: ``usable``, ``reasons`` (in vocabulary order), ``clean_text`` and
+``qa_pairs``.
 
 The checks run on ``clean_text`` (the output without a chat preamble or closing
 offer); the duplicate check runs last, over the rows every other check let through, so
-of a cluster of identical outputs exactly one is kept.
+of a cluster of identical outputs exactly one is kept. The checks a template declares
+(keep_code, keep_numbers, output_shape: quality/domain.py) run where it declares them;
+``assess(..., domain_checks=False)`` leaves them out (the benchmark's baseline only).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from synthfactory.quality import checks, dedup
+from synthfactory.quality import checks, dedup, domain
 from synthfactory.quality.bounds import Bounds
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.reasons import REASONS
@@ -28,13 +31,17 @@ class Row:
 class Verdict:
     clean_text: str
     reasons: list[str] = field(default_factory=list)
+    # the parsed pairs of a template whose output_shape is qa_pairs ([] when the output
+    # does not parse into them: wrong_format); None for every other template
+    qa_pairs: list[dict[str, str]] | None = None
 
     @property
     def usable(self) -> bool:
         return not self.reasons
 
 
-def _row_reasons(row: Row, text: str, out_words: list[str], bounds: Bounds) -> set[str]:
+def _row_reasons(row: Row, text: str, out_words: list[str], bounds: Bounds,
+                 domain_checks: bool = True) -> set[str]:
     found: set[str] = set()
     if not text:
         return {"empty"}
@@ -44,35 +51,71 @@ def _row_reasons(row: Row, text: str, out_words: list[str], bounds: Bounds) -> s
         found.add("refusal")
     if checks.repetition_ratio(text) > bounds.max_repetition:
         found.add("repetition")
-    src_words = checks.words(row.source_text or "")
-    if checks.copy_overlap(src_words, out_words, bounds.copy_ngram) > bounds.max_copy:
+    source = row.source_text or ""
+    src_words = checks.words(source)
+    # a template that keeps code is judged for copying and language by its prose: the
+    # code it must keep is not copying, nor a language
+    prose = domain_checks and bounds.keep_code
+    src_prose, out_prose = ((domain.without_code(source), domain.without_code(text)) if prose
+                            else (source, text))
+    src_prose_words = checks.words(src_prose) if prose else src_words
+    out_prose_words = checks.words(out_prose) if prose else out_words
+    if checks.copy_overlap(src_prose_words, out_prose_words, bounds.copy_ngram) > bounds.max_copy:
         found.add("copy_of_source")
     ratio = checks.length_ratio(src_words, out_words)
     if ratio is not None and ratio < bounds.min_ratio:
         found.add("too_short")
     if ratio is not None and ratio > bounds.max_ratio:
         found.add("too_long")
-    if min(len(src_words), len(out_words)) >= bounds.language_min_words:
-        src_lang, src_p = checks.language(row.source_text)
-        out_lang, out_p = checks.language(text)
+    if bounds.target_language is not None:  # the template names the output's language
+        if len(out_prose_words) >= bounds.language_min_words:
+            out_lang, out_p = checks.language(out_prose)
+            if out_lang != bounds.target_language and out_p >= bounds.language_confidence:
+                found.add("language")
+    elif min(len(src_prose_words), len(out_prose_words)) >= bounds.language_min_words:
+        src_lang, src_p = checks.language(src_prose)
+        out_lang, out_p = checks.language(out_prose)
         if (src_lang != out_lang and min(src_p, out_p) >= bounds.language_confidence):
             found.add("language")
+    if domain_checks:
+        if bounds.keep_code and domain.code_broken(source, text):
+            found.add("code_broken")
+        if bounds.keep_numbers is not None and domain.numbers_lost(source, text,
+                                                                   bounds.keep_numbers):
+            found.add("numbers_lost")
+        if bounds.output_shape == "list" and not domain.is_list(text):
+            found.add("wrong_format")
     return found
 
 
+def _qa_pairs(text: str, bounds: Bounds, domain_checks: bool) -> list[dict[str, str]] | None:
+    if not domain_checks or bounds.output_shape != "qa_pairs":
+        return None
+    return (domain.qa_pairs(text) if text else None) or []
+
+
 def assess(rows: Sequence[Row], bounds_for: Callable[[str | None], Bounds],
-           duplicate_jaccard: float = dedup.JACCARD) -> list[Verdict]:
+           duplicate_jaccard: float = dedup.JACCARD,
+           domain_checks: bool = True) -> list[Verdict]:
+    """``domain_checks=False``: without the checks templates declare (code_broken,
+    numbers_lost, wrong_format, and judging copying and language by prose alone); only
+    benchmarks/quality.py's baseline passes it."""
     texts = [clean_text(row.output_text or "") for row in rows]
     out_words = [checks.words(text) for text in texts]
-    found = [_row_reasons(row, text, tokens, bounds_for(row.template))
-             for row, text, tokens in zip(rows, texts, out_words, strict=True)]
+    bounds = [bounds_for(row.template) for row in rows]
+    found = [_row_reasons(row, text, tokens, b, domain_checks)
+             for row, text, tokens, b in zip(rows, texts, out_words, bounds, strict=True)]
+    pairs = [_qa_pairs(text, b, domain_checks) for text, b in zip(texts, bounds, strict=True)]
+    for reasons, parsed, b in zip(found, pairs, bounds, strict=True):
+        if parsed == [] and b.output_shape == "qa_pairs" and "empty" not in reasons:
+            reasons.add("wrong_format")
     duplicate = dedup.duplicates(out_words, duplicate_jaccard,
                                  candidates=[not reasons for reasons in found])
     for reasons, is_duplicate in zip(found, duplicate, strict=True):
         if is_duplicate:
             reasons.add("duplicate")
-    return [Verdict(text, [r for r in REASONS if r in reasons])
-            for text, reasons in zip(texts, found, strict=True)]
+    return [Verdict(text, [r for r in REASONS if r in reasons], parsed)
+            for text, reasons, parsed in zip(texts, found, pairs, strict=True)]
 
 
 def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
@@ -88,10 +131,11 @@ def verdict_columns(rows: Sequence[tuple[str, str, str | None, str | None]],
                     max_repetition: float | None = None,
                     run_templates: str | None = None) -> dict[str, list]:
     """(user message, output, finish_reason, template id) per row -> the verdict columns
-    ``usable``, ``reasons``, ``clean_text``, each row against its template's bounds and
-    the source its user message holds (the pipeline's validate step). ``run_templates``:
-    the run's copies of its templates (stitch writes them), found there before the
-    shipped ones, so a run stitched from a folder of one's own is gated by its own."""
+    ``usable``, ``reasons``, ``clean_text`` and ``qa_pairs``, each row against its
+    template's bounds and the source its user message holds (the pipeline's validate
+    step). ``run_templates``: the run's copies of its templates (stitch writes them),
+    found there before the shipped ones, so a run stitched from a folder of one's own is
+    gated by its own."""
     from synthfactory.quality.bounds import bounds_from
     from synthfactory.quality.source import source_of
     from synthfactory.stitch.templates import load_template, load_used
@@ -106,4 +150,5 @@ def verdict_columns(rows: Sequence[tuple[str, str, str | None, str | None]],
                  finish, t) for user, output, finish, t in rows]
     verdicts = assess(gated, lambda t: bounds.get(t, default))
     return {"usable": [v.usable for v in verdicts], "reasons": [v.reasons for v in verdicts],
-            "clean_text": [v.clean_text for v in verdicts]}
+            "clean_text": [v.clean_text for v in verdicts],
+            "qa_pairs": [v.qa_pairs for v in verdicts]}

@@ -12,8 +12,10 @@ from synthfactory.quality.gate import Row, Verdict, assess
 
 REQUIRED = ("id", "source_text", "output_text", "finish_reason")
 OPTIONAL = ("template",)
+# a qa_pairs template's parsed pairs (null for every other template): quality/domain.py
+QA_PAIRS = pa.list_(pa.struct([("question", pa.string()), ("answer", pa.string())]))
 VERDICT_FIELDS = [pa.field("usable", pa.bool_()), pa.field("reasons", pa.list_(pa.string())),
-                  pa.field("clean_text", pa.string())]
+                  pa.field("clean_text", pa.string()), pa.field("qa_pairs", QA_PAIRS)]
 
 
 def check_columns(table: pa.Table, source: str) -> None:
@@ -42,7 +44,7 @@ def verdicts_of(table: pa.Table, bounds_for: Callable[[str | None], Bounds],
 
 def with_verdicts(table: pa.Table, verdicts: list[Verdict]) -> pa.Table:
     values = [[v.usable for v in verdicts], [v.reasons for v in verdicts],
-              [v.clean_text for v in verdicts]]
+              [v.clean_text for v in verdicts], [v.qa_pairs for v in verdicts]]
     for field, column in zip(VERDICT_FIELDS, values, strict=True):
         if field.name in table.column_names:  # re-gating a gated table replaces its verdicts
             table = table.drop_columns([field.name])

@@ -1,11 +1,13 @@
-"""Versioned prompt templates: the six shipped in the package (``synthfactory/templates/``)
+"""Versioned prompt templates: those shipped in the package (``synthfactory/templates/``)
 or a folder of your own (``--templates-url``, file:// or s3://; docs/templates.md).
 
 Each file holds one template: ``id`` (its file name without ``.json``), ``version``,
-``style``, ``system`` and ``user`` messages, and optionally ``quality``, the bounds the
-quality gate applies to its outputs (synthfactory/quality/bounds.py); ``{document}`` is
-the only placeholder. A folder is checked whole at load, each problem one line naming
-the file, so a typo fails the job before any Spark or GPU time is spent.
+``style``, ``system`` and ``user`` messages, and optionally ``domain`` (the kind of
+source it is written for: web, code, math or any; ``any`` when not declared) and
+``quality``, the bounds and checks the quality gate applies to its outputs
+(synthfactory/quality/bounds.py); ``{document}`` is the only placeholder. A folder is
+checked whole at load, each problem one line naming the file, so a typo fails the job
+before any Spark or GPU time is spent.
 """
 
 from __future__ import annotations
@@ -24,8 +26,13 @@ from synthfactory.quality.bounds import bounds_from
 
 PLACEHOLDER = "document"
 _FIELDS = {"id": str, "version": int, "style": str, "system": str, "user": str}
-KEYS = (*_FIELDS, "quality")  # anything else is a typo the file's author wants to hear of
+KEYS = (*_FIELDS, "domain", "quality")  # anything else is a typo its author wants to hear of
 SUFFIX = ".json"
+# What a template is written for: web prose, code, math, or any text. A file without
+# a domain is "any": a folder of one's own written before domains keeps working, and a
+# template that does not say it needs code or math is not kept from either (ADR 0138).
+DOMAINS = ("web", "code", "math", "any")
+DEFAULT_DOMAIN = "any"
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,7 @@ class PromptTemplate:
     style: str
     system: str
     user: str
+    domain: str = DEFAULT_DOMAIN
     quality: dict[str, Any] = dataclass_field(default_factory=dict)  # checked by quality.bounds
 
     def messages(self, document: str) -> list[dict[str, str]]:
@@ -51,6 +59,8 @@ class PromptTemplate:
     def document(self) -> dict[str, Any]:
         """The template as a JSON object (what stitch copies into the run folder)."""
         data: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        if self.domain != DEFAULT_DOMAIN:  # "any" said or not: one template, one hash
+            data["domain"] = self.domain
         if self.quality:
             data["quality"] = self.quality
         return data
@@ -98,6 +108,10 @@ def parse_template(data: object, source: str) -> PromptTemplate:
             )
     if "{" + PLACEHOLDER + "}" not in data["user"]:
         raise PermanentError(f"template {source}: 'user' must contain {{{PLACEHOLDER}}}")
+    domain = data.get("domain", DEFAULT_DOMAIN)
+    if domain not in DOMAINS:
+        raise PermanentError(f"template {source}: field 'domain' must be one of "
+                             f"{list(DOMAINS)}, got {domain!r}")
     quality = data.get("quality", {})
     if not isinstance(quality, dict):
         raise PermanentError(f"template {source}: field 'quality' must be an object")
@@ -105,7 +119,8 @@ def parse_template(data: object, source: str) -> PromptTemplate:
         bounds_from(quality, f"template {source}")
     except SynthfactoryError as exc:
         raise PermanentError(str(exc)) from exc
-    return PromptTemplate(**{name: data[name] for name in _FIELDS}, quality=quality)
+    return PromptTemplate(**{name: data[name] for name in _FIELDS}, domain=domain,
+                          quality=quality)
 
 
 def shipped_url() -> str:

@@ -39,7 +39,7 @@ def test_templates_is_a_multi_select_of_the_shipped_styles(dag):
     is a free-text box, one value per line)."""
     schema = _schemas(dag)["templates"]
     assert schema["type"] == "array"
-    assert sorted(schema["examples"]) == SHIPPED_STYLES and len(SHIPPED_STYLES) == 6
+    assert sorted(schema["examples"]) == SHIPPED_STYLES and len(SHIPPED_STYLES) == 12
 
 
 @pytest.mark.parametrize(("value", "ok"), [

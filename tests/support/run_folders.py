@@ -250,6 +250,7 @@ def _write_verdicts(layout: RunLayout, name: str, generated: list[dict], rejecte
                "usable": [i >= rejected for i in range(len(generated))],
                "reasons": [[] if i >= rejected else ["too_short"] for i in range(len(generated))],
                "clean_text": [r["output_text"].strip() for r in generated],
-               "output_tokens": [r["output_tokens"] for r in generated]}
+               "output_tokens": [r["output_tokens"] for r in generated],
+               "qa_pairs": [None] * len(generated)}
     storage.write_table(pa.table(columns, schema=VERDICT_SCHEMA), layout.shard_verdicts(name))
     return quality_counts(columns)

@@ -144,6 +144,27 @@ def test_a_new_column_evolves_the_schema(tmp_path, settings, table):
     assert len(rows) == 14
 
 
+def test_qa_pairs_reach_the_table_as_a_column(tmp_path, settings, table):
+    """The gate's parsed pairs (verdicts' qa_pairs) travel through join into the table;
+    the rows of a template without the shape, null in the joined files, hold an empty
+    list there (pyiceberg 0.12 writes a null list as an empty one)."""
+    from synthfactory.layout import RunLayout
+
+    run = build_run(f"file://{tmp_path}/root", shard_rows=(4,), quarantined=0, join=False)
+    url = RunLayout(run.run_url).shard_verdicts("shard-00000")
+    verdicts = storage.read_table(url)
+    rows = verdicts.to_pylist()
+    for row in rows:
+        row["qa_pairs"] = ([{"question": f"What is {row['id']}?", "answer": "A document."}]
+                           if row["template_id"] == "qa" else None)
+    storage.write_table(pa.Table.from_pylist(rows, schema=verdicts.schema), url)
+    join_run(run.run_url)
+    register(run.run_url, table, settings)
+    got = {(r["id"], r["template_id"]): r["qa_pairs"] for r in _read(settings, table).to_pylist()}
+    assert got == {(r["id"], r["template_id"]): r["qa_pairs"] or [] for r in rows}
+    assert {t for (_, t), pairs in got.items() if pairs} == {"qa"}
+
+
 def test_the_query_hint_reads_the_run_back(tmp_path, settings, table):
     run = build_run(f"file://{tmp_path}/root")
     summary = register(run.run_url, table, settings)

@@ -43,6 +43,23 @@ def test_validate_gates_rows_by_the_runs_copy_of_its_template(tmp_path):
     assert quality["reasons"]["copy_of_source"] == 0
 
 
+def test_a_shape_an_own_template_declares_is_checked_and_counted(tmp_path):
+    """An own template's output_shape gates the run (the echo's 8 words are no pairs):
+    wrong_format counted in the validation JSON, which lists every reason, and the
+    verdicts' qa_pairs column empty for its rows."""
+    from synthfactory.quality.reasons import REASONS
+
+    run, shard = _run(tmp_path)
+    shaped = parse_template({**TERSE.document(), "quality": {
+        **TERSE.quality, "max_ratio": 4.0, "output_shape": "qa_pairs"}}, "terse.json")
+    write_copies([shaped], RunLayout(run).prompt_templates)
+    quality = validate_shard(shard, run, 0.5)["quality"]
+    assert list(quality["reasons"]) == list(REASONS)
+    assert quality["reasons"]["wrong_format"] == 6 and quality["usable"] == 0
+    verdicts = storage.read_table(RunLayout(run).shard_verdicts("shard-00000"))
+    assert verdicts.column("qa_pairs").to_pylist() == [[]] * 6
+
+
 def test_without_the_copy_an_id_that_is_not_shipped_is_named(tmp_path):
     run, shard = _run(tmp_path)
     with pytest.raises(PermanentError, match=r"template 'terse': not found in file://\S+"

@@ -15,7 +15,21 @@ from synthfactory.quality.bounds import Bounds, bounds_from
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.gate import Row, assess, counts
 from synthfactory.quality.reasons import REASONS
-from tests.support.quality_texts import REWRITE, SOURCE, SUMMARY
+from tests.support.quality_texts import (
+    CODE_COMMENTED,
+    CODE_SOURCE,
+    CODE_TUTORIAL,
+    DISTILL,
+    KNOWLEDGE_LIST,
+    MATH_CHANGED,
+    MATH_SOLUTION,
+    MATH_SOURCE,
+    MATH_TEXTBOOK,
+    REWRITE,
+    SOURCE,
+    SUMMARY,
+    WEB_SOURCE,
+)
 
 QA = ("Question: What does the cmd module offer? Answer: A small framework for building "
       "interpreters that take one command per line. Question: Where is it useful? Answer: "
@@ -39,6 +53,12 @@ LABELLED = {
                          "zeilenorientierter Befehlsinterpreter, die oft für Testumgebungen, "
                          "Verwaltungswerkzeuge und Prototypen nützlich sind.",
                  "stop", "encyclopedic"),
+    # the checks a template declares (more pairs: test_quality_domain.py)
+    "code_broken": (CODE_SOURCE, CODE_TUTORIAL.replace("merged.update(override)\n",
+                                                       "merged.update(override\n"),
+                    "stop", "code_tutorial"),  # the kept block no longer parses
+    "numbers_lost": (MATH_SOURCE, MATH_CHANGED, "stop", "math_solution"),  # 2.5 h became 3
+    "wrong_format": (SOURCE, REWRITE, "stop", "qa"),  # prose, not Question:/Answer: pairs
 }
 CLEAN = [
     (SOURCE, REWRITE, "stop", "encyclopedic"),
@@ -46,6 +66,13 @@ CLEAN = [
     (SOURCE, SUMMARY, "stop", "summary"),
     (LONG_SOURCE, "A summary: the cmd module builds line-oriented interpreters for harnesses, "
                   "tools and prototypes.", "stop", "summary"),
+    # a clean output of each template that declares a check
+    (CODE_SOURCE, CODE_TUTORIAL, "stop", "code_tutorial"),
+    (CODE_SOURCE, CODE_COMMENTED, "stop", "code_commented"),
+    (MATH_SOURCE, MATH_SOLUTION, "stop", "math_solution"),
+    (MATH_SOURCE, MATH_TEXTBOOK, "stop", "math_textbook"),
+    (WEB_SOURCE, DISTILL, "stop", "distill"),
+    (WEB_SOURCE, KNOWLEDGE_LIST, "stop", "knowledge_list"),
 ]
 
 
@@ -154,11 +181,11 @@ def test_command_writes_verdict_columns_and_prints_result(tmp_path):
     lines = result.stdout.strip().splitlines()
     assert lines[-2] == ("RESULT quality rows=4 usable=1 empty=0 truncated=0 refusal=0 "
                          "repetition=0 copy_of_source=1 too_short=1 too_long=0 language=0 "
-                         "duplicate=1")
+                         "code_broken=0 numbers_lost=0 wrong_format=0 duplicate=1")
     assert json.loads(lines[-1])["rejected"] == 3
     table = pq.read_table(out)
     assert table.column_names == ["id", "source_text", "output_text", "finish_reason",
-                                  "template", "usable", "reasons", "clean_text"]
+                                  "template", "usable", "reasons", "clean_text", "qa_pairs"]
     assert table.column("usable").to_pylist() == [False, True, False, False]
     assert table.column("reasons").to_pylist() == [["copy_of_source"], [], ["too_short"],
                                                    ["duplicate"]]
