@@ -13,8 +13,10 @@ English and real code, nothing copied into the repository):
 
 For each window: stitch (real Spark, local), rephrase every shard with the real vLLM
 engine and the embedded model (``--max-new-tokens auto``, the window passed on as plan
-does), validate (the quality gate), join. Coverage = seed tokens of the usable joined
-rows / seed tokens; the yield = usable output tokens / seed tokens.
+does, at the DAG's default temperature 0.7: greedy decoding sends the tiny embedded
+model into repetition loops the gate rejects), validate (the quality gate), join.
+Coverage = seed tokens of the usable joined rows / seed tokens; the yield = usable
+output tokens / seed tokens.
 
     .venv-worker/bin/python benchmarks/coverage.py [--windows 2048,4096] [--guides 3]
 
@@ -98,7 +100,7 @@ def measure(window: int, seeds: str, work: Path, templates: list[str], spark) ->
     started = time.monotonic()
     subprocess.run([str(WORKER), "rephrase", *[a for s in shards for a in ("--shard", s)],
                     "--model", str(default_model_dir()), "--max-model-len", str(window),
-                    "--temperature", "0", "--checkpoint-rows", "16"], check=True,
+                    "--temperature", "0.7", "--checkpoint-rows", "16"], check=True,
                    stdout=subprocess.DEVNULL)
     rephrase_s = time.monotonic() - started
     for url in shards:

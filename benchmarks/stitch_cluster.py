@@ -45,7 +45,7 @@ from synthfactory.layout import RunLayout  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
 from synthfactory.stitch.command import manifest_files  # noqa: E402
 from synthfactory.stitch.spark_conf import session_conf  # noqa: E402
-from synthfactory.stitch.templates import available, load_templates  # noqa: E402
+from synthfactory.stitch.templates import load_templates  # noqa: E402
 from tests.support.spark_standalone import (  # noqa: E402
     event_log_conf,
     executors_in_event_log,
@@ -124,7 +124,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=20)
-    parser.add_argument("--templates", default=",".join(available()))
+    # the six web-prose templates its recorded figures were measured with
+    parser.add_argument("--templates", default="easy,encyclopedic,faq,qa,summary,tutorial")
     parser.add_argument("--styles-per-doc", type=int, default=2)
     parser.add_argument("--shard-tokens", type=int, default=2_000_000)
     parser.add_argument("--max-new-tokens", type=int, default=256)

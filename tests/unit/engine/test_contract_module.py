@@ -153,7 +153,8 @@ def test_a_run_without_commits_reads_as_missing_and_counts_nothing():
         "manifest/_SUMMARY.json: not written (crawl_metadata has not finished)",
         "generated/shard-00000/_COMMITTED.json: not written (shard.rephrase is running or "
         "failed)",
-        "validation/shard-00000.json: not written (shard.validate has not finished)")
+        "validation/shard-00000.json: not written (shard.validate has not finished)",
+        "joined/_JOINED.json: not written (join_chunks has not finished)")
     report = build_report("mem://run", files, [shard_figures(s) for s in files.shards])
     assert report["complete"] is False and report["cost"] is None
     assert report["stitch"]["quarantined_by_reason"] == {"too long for the context window": 1}
