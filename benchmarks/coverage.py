@@ -13,8 +13,9 @@ English and real code, nothing copied into the repository):
 
 For each window: stitch (real Spark, local), rephrase every shard with the real vLLM
 engine and the embedded model (``--max-new-tokens auto``, the window passed on as plan
-does, at the DAG's default temperature 0.7: greedy decoding sends the tiny embedded
-model into repetition loops the gate rejects), validate (the quality gate), join.
+does, at the DAG's default temperature 0.7, or `--temperature 0`: greedy, deterministic,
+and the tiny embedded model's repetition loops the gate rejects), validate (the quality
+gate), join.
 Coverage = seed tokens of the usable joined rows / seed tokens; the yield = usable
 output tokens / seed tokens.
 
@@ -64,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--guides", type=int, default=3, help="long module guides")
     parser.add_argument("--short", type=int, default=12, help="short docstrings")
     parser.add_argument("--templates", default="encyclopedic")
+    parser.add_argument("--temperature", type=float, default=0.7,
+                        help="sampling temperature (0: greedy, deterministic)")
     parser.add_argument("--out", default=None, help="work folder (default: a temporary one)")
     return parser.parse_args(argv)
 
@@ -90,7 +93,8 @@ def corpus(guides: int, short: int) -> dict[str, str]:
     return docs
 
 
-def measure(window: int, seeds: str, work: Path, templates: list[str], spark) -> dict:
+def measure(window: int, seeds: str, work: Path, templates: list[str], spark,
+            temperature: float) -> dict:
     run = f"file://{work}/run-{window}"
     plan = stitch(StitchConfig(files=[seeds], run=RunLayout(run),
                                templates=load_templates(templates),
@@ -100,7 +104,7 @@ def measure(window: int, seeds: str, work: Path, templates: list[str], spark) ->
     started = time.monotonic()
     subprocess.run([str(WORKER), "rephrase", *[a for s in shards for a in ("--shard", s)],
                     "--model", str(default_model_dir()), "--max-model-len", str(window),
-                    "--temperature", "0.7", "--checkpoint-rows", "16"], check=True,
+                    "--temperature", str(temperature), "--checkpoint-rows", "16"], check=True,
                    stdout=subprocess.DEVNULL)
     rephrase_s = time.monotonic() - started
     for url in shards:
@@ -134,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     measured = []
     try:
         for window in (int(w) for w in args.windows.split(",")):
-            measured.append(measure(window, seeds, work, args.templates.split(","), spark))
+            measured.append(measure(window, seeds, work, args.templates.split(","), spark,
+                                    args.temperature))
             print(json.dumps(measured[-1]), flush=True)
     finally:
         spark.stop()
