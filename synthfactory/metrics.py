@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -56,6 +56,29 @@ STEP_ROWS: dict[str, dict[str, str]] = {
     "register": {"out": "rows"},
 }
 STEP_LABELS = (*LABEL_ENV, "host", "step")
+# An engine's own statistics, from its optional ``engine_stats()`` (the offline vLLM
+# engine's; echo and endpoint have none): {key it returns: (metric, kind, doc)}. Gauges are
+# set, counters follow the engine's cumulative figure. Sampled every push period, not per
+# row (RephraseMetrics.engine). docs/metrics.md.
+ENGINE_STATS: dict[str, tuple[str, str, str]] = {
+    "requests_running": ("rephrase_engine_requests_running", "gauge",
+                         "requests in the engine's running batch (vllm:num_requests_running)"),
+    "requests_waiting": ("rephrase_engine_requests_waiting", "gauge",
+                         "requests queued in the engine (vllm:num_requests_waiting)"),
+    "kv_cache_usage": ("rephrase_engine_kv_cache_usage_ratio", "gauge",
+                       "KV-cache blocks in use, 0 to 1 (vllm:kv_cache_usage_perc)"),
+    "prefix_cache_queries": ("rephrase_engine_prefix_cache_queries", "counter",
+                             "prompt tokens looked up in the prefix cache "
+                             "(vllm:prefix_cache_queries)"),
+    "prefix_cache_hits": ("rephrase_engine_prefix_cache_hits", "counter",
+                          "prompt tokens found in the prefix cache (vllm:prefix_cache_hits)"),
+}
+
+
+def push_period(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds between pushes (and between samples of the engine's statistics)."""
+    environ = os.environ if environ is None else environ
+    return min(float(environ.get(PUSH_SECONDS_ENV, PUSH_SECONDS)), PUSH_SECONDS)
 
 
 def step_labels(model: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -99,6 +122,15 @@ class RephraseMetrics:
         self.expected_rate = gauge("rephrase_expected_tokens_per_second",
                                    f"the rate this step should reach (${EXPECTED_RATE_ENV})")
         self.try_number = gauge("task_try_number", "the task's attempt (1 = first)")
+        # the engine's own statistics: no series until an engine that has them is sampled
+        self._engine_stats = {
+            key: (Gauge if kind == "gauge" else Counter)(PREFIX + name, doc, names,
+                                                         registry=self.registry)
+            for key, (name, kind, doc) in ENGINE_STATS.items()}
+        self._stats_seen: dict[str, float] = {}  # the counters' last engine figures
+        self._stats_at: float | None = None
+        self._stats_period = push_period(environ)
+        self._stats_warned = False
         self._pusher: Pusher | None = None
         self._startup_s = 0.0
         self.last_checkpoint.set_to_current_time()  # a hung start counts as a stall too
@@ -125,9 +157,44 @@ class RephraseMetrics:
     def checkpointed(self) -> None:
         self.last_checkpoint.set_to_current_time()
 
-    def engine(self, in_flight: int, tokens_per_second: float) -> None:
+    def engine(self, in_flight: int, tokens_per_second: float,
+               stats: Callable[[], Mapping[str, float]] | None = None) -> None:
+        """The worker's figures after a poll; ``stats``: the engine's ``engine_stats``
+        (when it has one), sampled at most once a push period."""
         self.in_flight.set(in_flight)
         self.tokens_per_second.set(tokens_per_second)
+        if stats is not None:
+            self.sample_engine(stats)
+
+    def sample_engine(self, stats: Callable[[], Mapping[str, float]],
+                      force: bool = False) -> None:
+        """Copy the engine's statistics (ENGINE_STATS), unless sampled less than a push
+        period ago (``force``: the shard's end). An engine whose statistics fail costs
+        one log line, never the task."""
+        now = time.monotonic()
+        if not force and self._stats_at is not None and now - self._stats_at < self._stats_period:
+            return
+        self._stats_at = now
+        try:
+            figures = dict(stats())
+        except Exception as exc:  # statistics must never fail the task
+            if not self._stats_warned:
+                log.warning("metrics: the engine's statistics failed (%s); the task goes on",
+                            exc)
+                self._stats_warned = True
+            return
+        for key, value in figures.items():
+            if key not in ENGINE_STATS or value is None:
+                continue
+            child = self._engine_stats[key].labels(**self.labels)
+            if ENGINE_STATS[key][1] == "gauge":
+                child.set(value)
+                continue
+            # the engine's counter is cumulative: add what it gained since the last
+            # sample (a new engine in this process starts again from 0)
+            last = self._stats_seen.get(key, 0.0)
+            child.inc(value - last if value >= last else value)
+            self._stats_seen[key] = value
 
     def engine_started(self, seconds: float) -> None:
         """The engine's start-up; a later shard's wait for the running engine is not one."""
@@ -214,8 +281,7 @@ def start_pusher(registry: CollectorRegistry, grouping_key: Mapping[str, str],
     gateway = environ.get(PUSHGATEWAY_ENV)
     if not gateway:
         return None
-    period = min(float(environ.get(PUSH_SECONDS_ENV, PUSH_SECONDS)), PUSH_SECONDS)
-    pusher = Pusher(gateway, registry, grouping_key, period)
+    pusher = Pusher(gateway, registry, grouping_key, push_period(environ))
     pusher.start()
     return pusher
 

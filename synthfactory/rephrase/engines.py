@@ -49,6 +49,23 @@ class GenerationEngine(Protocol):
 
     def in_flight(self) -> int: ...
 
+    # Optional, not part of the protocol: ``engine_stats() -> dict[str, float]``, the
+    # engine's own statistics (keys: synthfactory.metrics.ENGINE_STATS), which the
+    # worker's metrics sample at their push period. VllmEngine has it; echo and endpoint
+    # do not (the endpoint's server serves its own /metrics).
+
+
+# vLLM's metric names (its reader, vllm.v1.metrics.reader) -> ENGINE_STATS keys; an older
+# vLLM called the KV-cache figure gpu_cache_usage_perc
+VLLM_STATS = {
+    "vllm:num_requests_running": "requests_running",
+    "vllm:num_requests_waiting": "requests_waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:gpu_cache_usage_perc": "kv_cache_usage",
+    "vllm:prefix_cache_queries": "prefix_cache_queries",
+    "vllm:prefix_cache_hits": "prefix_cache_hits",
+}
+
 
 def has_cuda() -> bool:
     try:
@@ -90,8 +107,11 @@ class VllmEngine:
         args = self.choice.args
         self.engine_args = args
         self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
-        # `llm` lets a benchmark drive an engine it already loaded (same weights, same args)
-        self.llm = llm if llm is not None else LLM(model=model, **args)
+        # `llm` lets a benchmark drive an engine it already loaded (same weights, same args).
+        # Stat logging on (LLM's default is off), for engine_stats(); --engine-args
+        # disable_log_stats=true turns it off again, and engine_stats() then has nothing.
+        self.llm = llm if llm is not None else LLM(
+            model=model, **{"disable_log_stats": False, **args})
         self.sampling = dict(sampling)
         self.params = SamplingParams(**sampling)
         self._rows: dict[str, int] = {}
@@ -139,6 +159,23 @@ class VllmEngine:
 
     def in_flight(self) -> int:
         return len(self._rows)
+
+    def engine_stats(self) -> dict[str, float]:
+        """vLLM's own statistics (``LLM.get_metrics()``, which needs stat logging on):
+        requests running and waiting, KV-cache use (0-1), prefix-cache queries and hits
+        (tokens, cumulative). Summed over the engine's data-parallel ranks, KV-cache use
+        averaged. Empty with stat logging off."""
+        if not getattr(self.llm.llm_engine, "log_stats", False):
+            return {}
+        from vllm.v1.metrics.reader import Counter, Gauge
+
+        figures: dict[str, list[float]] = {}
+        for metric in self.llm.get_metrics():
+            key = VLLM_STATS.get(metric.name)
+            if key and isinstance(metric, Counter | Gauge):
+                figures.setdefault(key, []).append(float(metric.value))
+        return {key: (sum(values) / len(values) if key == "kv_cache_usage" else sum(values))
+                for key, values in figures.items()}
 
 
 _NOTED: set[str] = set()

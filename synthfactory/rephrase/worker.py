@@ -134,6 +134,9 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     settled: set[int] = set()  # rows already in `finished`: an engine may answer twice
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
     metrics = options.metrics
+    # the engine's own statistics, when it has them (an optional method: vLLM's offline
+    # engine); sampled by the metrics at their push period, not per row
+    stats = getattr(engine, "engine_stats", None)
     model = served_model(engine, options)
     cursor = 0
     while cursor < len(pending) or engine.in_flight():
@@ -179,7 +182,7 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
                             quarantined=("engine rejected the request" if c.rejection
                                          else None if c.text.strip() else "empty output"))
         if metrics:
-            metrics.engine(engine.in_flight(), progress.rate())
+            metrics.engine(engine.in_flight(), progress.rate(), stats)
         while len(finished) >= options.checkpoint_rows:
             batch, finished = finished[:options.checkpoint_rows], finished[options.checkpoint_rows:]
             _flush(batch, parts, ids, templates, versions, model)
@@ -189,6 +192,8 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
         _flush(finished, parts, ids, templates, versions, model)
         if metrics:
             metrics.checkpointed()
+    if metrics and stats is not None:
+        metrics.sample_engine(stats, force=True)  # the shard's end: its final figures
     progress.close()
 
 
