@@ -20,15 +20,27 @@ from airflow.sdk.exceptions import AirflowException
 from kubernetes.client import models as k8s
 
 from synthfactory.contract import RESULT_FILE_ENV
+from synthfactory.contract.names import METRICS_PORT_ENV
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
 from synthfactory_airflow.operators.kube_client import kubernetes_hook
 from synthfactory_airflow.operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
 from synthfactory_airflow.operators.lineage import StepLineageMixin
+from synthfactory_airflow.operators.local import metric_labels
 from synthfactory_airflow.operators.pod_security import scratch_env, security_kwargs
 from synthfactory_airflow.operators.results import attach_to_outlets
 from synthfactory_airflow.operators.settings import Settings
 
 XCOM_RESULT_FILE = "/airflow/xcom/return.json"  # read by the provider's xcom sidecar
+# The step serves its Prometheus metrics on this container port, named "metrics" (what
+# deploy/podmonitor.yaml scrapes) and annotated for deploy/prometheus/prometheus.yml's
+# kubernetes-pods job. Each pod has its own network: one port for every step is no clash.
+METRICS_PORT = 9400
+METRICS_PORT_NAME = "metrics"
+
+
+def metrics_annotations(port: int = METRICS_PORT) -> dict[str, str]:
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+            "prometheus.io/path": "/metrics"}
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,14 @@ class SynthfactoryPodOperator(StepLineageMixin, KubernetesPodOperator):
         if self.pod_group and context:
             pod.metadata.labels[POD_GROUP_LABEL] = pod_group_name(
                 context["ti"].dag_id, context["run_id"], self.pod_group)
+        labels = metric_labels(context) if context else {}
+        if labels:  # the step's metric labels and attempt, as the local runner sets them
+            for container in pod.spec.containers:
+                if container.name == self.base_container_name:
+                    given = {e.name for e in container.env or []}
+                    container.env = [*(container.env or []),
+                                     *(k8s.V1EnvVar(name=name, value=value)
+                                       for name, value in labels.items() if name not in given)]
         return pod
 
     def execute(self, context: Any):
@@ -167,7 +187,8 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str,
         "name": f"synthfactory-{step.replace('_', '-')}",
         "labels": {"app.kubernetes.io/name": "synthfactory", "synthfactory.io/step": step,
                    "synthfactory.io/pool": kind, **kueue["labels"]},
-        "annotations": kueue["annotations"],
+        # the kubernetes-pods scrape job reads these; the PodMonitor the port's name
+        "annotations": {**metrics_annotations(), **kueue["annotations"]},
         "pod_group": kueue["pod_group"],
         "gpus_param": GPUS_PARAM if step == "rephrase" else None,
         "priority_class_name": settings.priority_class or None,
@@ -176,7 +197,11 @@ def pod_operator_kwargs(kind: str, settings: Settings, step: str,
         "node_selector": dict(policy.node_selector),
         "tolerations": [k8s.V1Toleration(**t) for t in policy.tolerations],
         "env_vars": [k8s.V1EnvVar(name=RESULT_FILE_ENV, value=XCOM_RESULT_FILE),
+                     # the step serves /metrics on the pod's `metrics` port
+                     k8s.V1EnvVar(name=METRICS_PORT_ENV, value=str(METRICS_PORT)),
                      *scratch_env()],
+        "ports": [k8s.V1ContainerPort(name=METRICS_PORT_NAME, container_port=METRICS_PORT,
+                                      protocol="TCP")],
         **security_kwargs(kind),  # Pod Security Standard "restricted", sidecar included
         "env_from": [k8s.V1EnvFromSource(
             secret_ref=k8s.V1SecretEnvSource(name=settings.secret_name, optional=True))],

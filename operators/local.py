@@ -31,7 +31,8 @@ def metric_labels(context: Any) -> dict[str, str]:
     ti = context.get("ti") if hasattr(context, "get") else None
     if ti is None:
         return {}
-    values = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task": ti.task_id,
+    values = {"dag_id": ti.dag_id, "run_id": getattr(ti, "run_id", None) or context.get("run_id"),
+              "task": ti.task_id,
               "map_index": ti.map_index}
     return {**{name: str(values[label]) for label, name in METRIC_LABEL_ENV.items()},
             TRY_NUMBER_ENV: str(ti.try_number)}

@@ -150,8 +150,10 @@ def driver_pod_kwargs(settings: Settings, step: str = "stitch_prompts") -> dict[
                      value=json.dumps(template, separators=(",", ":"), sort_keys=True)),
     ]
     kwargs["service_account_name"] = settings.spark_service_account
-    kwargs["ports"] = [k8s.V1ContainerPort(name="driver-rpc", container_port=DRIVER_PORT),
-                       k8s.V1ContainerPort(name="blockmanager", container_port=BLOCK_MANAGER_PORT)]
+    kwargs["ports"] = [
+        *kwargs.get("ports", []),  # the step's `metrics` port (operators/kubernetes.py)
+        k8s.V1ContainerPort(name="driver-rpc", container_port=DRIVER_PORT),
+        k8s.V1ContainerPort(name="blockmanager", container_port=BLOCK_MANAGER_PORT)]
     return kwargs
 
 

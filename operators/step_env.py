@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from synthfactory.contract.names import METRICS_ADDR_ENV, METRICS_PORT_ENV
+
 NAMES = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TMP", "TEMP",
     "JAVA_HOME",  # Spark's JVM
@@ -23,10 +25,13 @@ PREFIXES = (
     "HF_", "VLLM_", "RAY_", "OMP_", "KMP_", "MKL_", "TORCH_", "CUDA_", "NVIDIA_", "NCCL_",
     "SPARK_", "PYSPARK_",
 )
+# Never from the worker: a port to serve /metrics on is a pod's (the kubernetes runner
+# sets it); local steps share one host, so they push only and never contend for a port.
+NEVER = frozenset({METRICS_PORT_ENV, METRICS_ADDR_ENV})
 
 
 def allowed(name: str) -> bool:
-    return name in NAMES or name.startswith(PREFIXES)
+    return name not in NEVER and (name in NAMES or name.startswith(PREFIXES))
 
 
 def step_environment(inherited: Mapping[str, str]) -> dict[str, str]:

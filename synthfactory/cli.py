@@ -24,6 +24,7 @@ from synthfactory.contract import (
     EXIT_USAGE,
     PUSHGATEWAY_ENV,
 )
+from synthfactory.contract.names import METRICS_PORT_ENV
 from synthfactory.errors import SynthfactoryError
 from synthfactory.result import publish
 
@@ -80,8 +81,9 @@ def one_line(exc: BaseException) -> str:
 
 def _step_metrics(name: str):
     """stitch, validate, join and register push their rows and seconds when a Pushgateway
-    is configured (synthfactory/metrics.py, STEP_ROWS; rephrase pushes its own)."""
-    if not os.environ.get(PUSHGATEWAY_ENV):
+    is configured, and serve them when a metrics port is (a pod's) (synthfactory/metrics.py,
+    STEP_ROWS; rephrase pushes and serves its own)."""
+    if not (os.environ.get(PUSHGATEWAY_ENV) or os.environ.get(METRICS_PORT_ENV)):
         return None  # nobody to push to: prometheus_client is not even imported
     from synthfactory.metrics import step_metrics
 

@@ -12,7 +12,9 @@ key ``job=synthfactory`` + the labels above but ``model`` (so two steps never ov
 each other's group). Stitch, validate, join and register push ``synthfactory_step_*``
 (their seconds while they run, their rows at their end: ``StepMetrics``, started by
 cli.py around the step's run), labelled with ``step`` instead of ``model``.
-docs/metrics.md lists the metrics.
+In a pod (SYNTHFACTORY_METRICS_PORT set by the kubernetes runner) a step also serves its
+registry on /metrics (``serve_metrics``); a local step never does. docs/metrics.md lists
+the metrics.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from prometheus_client import (
     Gauge,
     delete_from_gateway,
     push_to_gateway,
+    start_http_server,
 )
 
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
 from synthfactory.contract import PUSHGATEWAY_ENV, TRY_NUMBER_ENV
+from synthfactory.contract.names import METRICS_ADDR_ENV, METRICS_PORT_ENV
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +136,7 @@ class RephraseMetrics:
         self._stats_period = push_period(environ)
         self._stats_warned = False
         self._pusher: Pusher | None = None
+        self._server: MetricsServer | None = None
         self._startup_s = 0.0
         self.last_checkpoint.set_to_current_time()  # a hung start counts as a stall too
         if environ.get(EXPECTED_RATE_ENV):
@@ -203,16 +208,22 @@ class RephraseMetrics:
             self.engine_startup.set(seconds)
 
     def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
-        """Push every PUSH_SECONDS from now on, if a Pushgateway is configured."""
+        """Push every PUSH_SECONDS from now on, if a Pushgateway is configured; serve
+        /metrics, if a port is (SYNTHFACTORY_METRICS_PORT: a pod's)."""
         if self._pusher is None:
             key = {k: v for k, v in self.labels.items() if k != "model"}
             self._pusher = start_pusher(self.registry, key, environ)
+        if self._server is None:
+            self._server = serve_metrics(self.registry, environ)
 
     def close(self) -> None:
-        """The last push (the figures at the end of the task)."""
+        """The last push (the figures at the end of the task); /metrics stops."""
         if self._pusher is not None:
             self._pusher.stop()
             self._pusher = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
 
 class StepMetrics:
@@ -250,10 +261,13 @@ class StepMetrics:
         if environ.get(TRY_NUMBER_ENV, "").isdigit():
             self.try_number.set(int(environ[TRY_NUMBER_ENV]))
         self._pusher: Pusher | None = None
+        self._server: MetricsServer | None = None
 
     def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
         if self._pusher is None:
             self._pusher = start_pusher(self.registry, self.labels, environ)
+        if self._server is None:
+            self._server = serve_metrics(self.registry, environ)
 
     def finished(self, summary: object) -> None:
         """The step's summary: its rows, as STEP_ROWS says where they are."""
@@ -272,6 +286,9 @@ class StepMetrics:
         if self._pusher is not None:
             self._pusher.stop()
             self._pusher = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
 
 def start_pusher(registry: CollectorRegistry, grouping_key: Mapping[str, str],
@@ -287,14 +304,51 @@ def start_pusher(registry: CollectorRegistry, grouping_key: Mapping[str, str],
 
 
 def step_metrics(step: str, environ: Mapping[str, str] | None = None) -> StepMetrics | None:
-    """A step's metrics, pushing, when ``step`` is one of STEP_ROWS and a Pushgateway is
-    configured; else None (nothing to collect for nobody)."""
+    """A step's metrics, pushing or served, when ``step`` is one of STEP_ROWS and a
+    Pushgateway or a metrics port is configured; else None (nothing to collect for
+    nobody)."""
     environ = os.environ if environ is None else environ
-    if step not in STEP_ROWS or not environ.get(PUSHGATEWAY_ENV):
+    if step not in STEP_ROWS or not (environ.get(PUSHGATEWAY_ENV)
+                                     or environ.get(METRICS_PORT_ENV)):
         return None
     metrics = StepMetrics(step, environ)
     metrics.start_pushing(environ)
     return metrics
+
+
+class MetricsServer:
+    """prometheus_client's /metrics server of one registry, in a thread of the step."""
+
+    def __init__(self, registry: CollectorRegistry, port: int, addr: str) -> None:
+        self.server, self.thread = start_http_server(port, addr=addr, registry=registry)
+        self.port = self.server.server_port
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def serve_metrics(registry: CollectorRegistry,
+                  environ: Mapping[str, str] | None = None) -> MetricsServer | None:
+    """Serve ``registry`` on /metrics when SYNTHFACTORY_METRICS_PORT names a port (a pod's
+    named port ``metrics``, set by the kubernetes runner; never set by the local runner, so
+    steps sharing a host never contend for one), on SYNTHFACTORY_METRICS_ADDR (0.0.0.0
+    unset: the pod's own network). A port that cannot be bound costs a log line, never
+    the step."""
+    environ = os.environ if environ is None else environ
+    port = environ.get(METRICS_PORT_ENV)
+    if not port:
+        return None
+    addr = environ.get(METRICS_ADDR_ENV) or "0.0.0.0"  # a pod's own network
+    try:
+        server = MetricsServer(registry, int(port), addr)
+    except (OSError, ValueError) as exc:
+        log.warning("metrics: could not serve /metrics on %s:%s (%s); the task goes on",
+                    addr, port, exc)
+        return None
+    log.info("metrics: serving /metrics on %s:%d", addr, server.port)
+    return server
 
 
 class Pusher(threading.Thread):

@@ -27,6 +27,10 @@ METRIC_LABEL_ENV = {"dag_id": "SYNTHFACTORY_DAG_ID", "run_id": "SYNTHFACTORY_RUN
                     "task": "SYNTHFACTORY_TASK_ID", "map_index": "SYNTHFACTORY_MAP_INDEX"}
 PUSHGATEWAY_ENV = "SYNTHFACTORY_PUSHGATEWAY"  # host:port or URL: where steps push metrics
 TRY_NUMBER_ENV = "SYNTHFACTORY_TRY_NUMBER"  # the task's attempt, a metric's value (not a label)
+# A pod's step serves its metrics on this port (the kubernetes runner sets it, with the
+# pod's named port `metrics`); a local step never has it: one host, many steps, no port
+METRICS_PORT_ENV = "SYNTHFACTORY_METRICS_PORT"
+METRICS_ADDR_ENV = "SYNTHFACTORY_METRICS_ADDR"  # the address to serve on; 0.0.0.0 unset
 PAUSE_AT_ENV = "SYNTHFACTORY_PAUSE_AT"  # fault tests: stop at a named point...
 PAUSE_MARKER_ENV = "SYNTHFACTORY_PAUSE_MARKER"  # ...announce it in this file...
 PAUSE_RELEASE_ENV = "SYNTHFACTORY_PAUSE_RELEASE"  # ...and wait for this one

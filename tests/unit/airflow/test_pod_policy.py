@@ -101,8 +101,10 @@ def test_credentials_come_from_a_secret_never_literal(rephrase_pod):
     container = pod["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "synthfactory-worker-env",
                                                    "optional": True}}]
-    # literal env: the result file and scratch paths (operators/pod_security.py), no secret
-    assert {e["name"] for e in container["env"]} == {"SYNTHFACTORY_RESULT_FILE", *SCRATCH_ENV}
+    # literal env: the result file, the metrics port and scratch paths
+    # (operators/pod_security.py), no secret
+    assert {e["name"] for e in container["env"]} == {"SYNTHFACTORY_RESULT_FILE",
+                                                      "SYNTHFACTORY_METRICS_PORT", *SCRATCH_ENV}
 
 
 def _gpu_task(settings: Settings, gang_size: str | None = None) -> SynthfactoryPodOperator:

@@ -18,6 +18,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from synthfactory_airflow.operators import spark_kubernetes as sk
+from synthfactory_airflow.operators.kubernetes import METRICS_PORT
 from synthfactory_airflow.operators.kueue import QUEUE_LABEL
 from synthfactory_airflow.operators.pod_security import SCRATCH_ENV
 from synthfactory_airflow.operators.settings import Settings
@@ -80,8 +81,11 @@ def test_the_service_reaches_exactly_this_driver_pod(driver):
     assert spec["selector"] == {sk.DRIVER_LABEL: SERVICE}
     assert pod["metadata"]["labels"][sk.DRIVER_LABEL] == SERVICE
     ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
-    assert {p["name"]: p["targetPort"] for p in spec["ports"]} == ports == {
+    assert {p["name"]: p["targetPort"] for p in spec["ports"]} == {
         "driver-rpc": sk.DRIVER_PORT, "blockmanager": sk.BLOCK_MANAGER_PORT}
+    # the pod: Spark's two, and the step's /metrics as every step pod's (not the Service's)
+    assert ports == {"driver-rpc": sk.DRIVER_PORT, "blockmanager": sk.BLOCK_MANAGER_PORT,
+                     "metrics": METRICS_PORT}
     env = _env(pod)
     assert env[sk.ENV_DRIVER_HOST]["value"] == f"{SERVICE}.synth.svc"
     assert service["metadata"]["namespace"] == pod["metadata"]["namespace"] == "synth"
