@@ -4,7 +4,9 @@ real Pushgateway that a rephrase task and a validate step pushed to: the rows fi
 to the rows pushed, the quarantined and rejected rows equal to what the steps counted.
 
 The run here is a real rephrase of one shard (synthfactory.metrics, the echo engine in
-process, two rows the engine rejects) and `synthfactory validate` as its task runs it; the
+process, two rows the engine rejects, reporting fixed engine statistics as the offline
+vLLM engine's engine_stats() does: test_vllm_engine_stats.py pushes the real engine's)
+and `synthfactory validate` as its task runs it; the
 issue asks for the same against the whole-DAG session run, which is not done yet
 (docs/metrics.md, "Not yet")."""
 
@@ -32,6 +34,16 @@ ROWS = 14
 BAD_ROWS = (3, 9)  # the echo engine rejects them: quarantined
 LABELS = {"dag_id": "synthetic_rephrase", "run_id": "scheduled__2026-12-04T00:00:00+00:00"}
 OTHER_RUN = "scheduled__2026-12-03T00:00:00+00:00"  # pushed too: no query may return it
+# what the stand-in engine reports as its own statistics (synthfactory.metrics.ENGINE_STATS)
+ENGINE_FIGURES = {"requests_running": 3, "requests_waiting": 2, "kv_cache_usage": 0.4,
+                  "prefix_cache_queries": 200, "prefix_cache_hits": 50}
+
+
+class EchoWithStats(EchoEngine):
+    """The echo engine with the optional engine_stats() of VllmEngine."""
+
+    def engine_stats(self) -> dict[str, float]:
+        return dict(ENGINE_FIGURES)
 
 
 def _rephrase(gateway: str, run_url: str, run_id: str, rows: int) -> None:
@@ -41,7 +53,7 @@ def _rephrase(gateway: str, run_url: str, run_id: str, rows: int) -> None:
     metrics = RephraseMetrics(labels, {EXPECTED_RATE_ENV: "5000", TRY_NUMBER_ENV: "1"})
     metrics.start_pushing({PUSHGATEWAY_ENV: gateway, PUSH_SECONDS_ENV: "0.5"})
     try:
-        rephrase_shard(shard, None, lambda: EchoEngine(reject_if="REJECT"),
+        rephrase_shard(shard, None, lambda: EchoWithStats(reject_if="REJECT"),
                        WorkerOptions(model="echo", checkpoint_rows=4, metrics=metrics))
     finally:
         metrics.close()
@@ -132,3 +144,7 @@ def test_the_figures_are_the_runs(scraped_run):
     assert _value(prom, "Rows rejected by the quality gate", "B") == {"": validated["usable"]}
     assert _value(prom, "ETA") == {"": 0}  # every row done
     assert _value(prom, "Tokens/s in total against the plan", "B") == {"": 5000}
+    assert _value(prom, "Engine requests running and waiting", "A") == {"": 3}
+    assert _value(prom, "Engine requests running and waiting", "B") == {"": 2}
+    assert _value(prom, "Engine KV-cache use") == {"": 0.4}
+    assert _value(prom, "Engine prefix-cache hit rate") == {"": 50 / 200}
