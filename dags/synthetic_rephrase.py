@@ -12,6 +12,7 @@ from airflow.sdk import DAG, Asset, Param, chain
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES
+from synthfactory.contract.routing_form import routes_line
 from synthfactory_airflow.operators.param_rules import check_params_task
 from synthfactory_airflow.operators.runners import runner_for
 from synthfactory_airflow.operators.settings import Settings
@@ -102,6 +103,18 @@ params = {
                            description="folder (file://... or s3://...) of your own template "
                                        "JSON files, one per id (docs/templates.md); empty: "
                                        "the shipped templates"),
+    # Routing (ADR 0139): off by default, so a run draws from `templates` as before.
+    "routing": Param(False, type="boolean", section=PROMPTS,
+                     description="on: each document gets templates its route names, by its "
+                                 "domain (web, code, math: domain_column, else detected from "
+                                 "the text) and its quality bucket (quality_column); "
+                                 "templates is then not used. A routing.json in "
+                                 "templates_url replaces the shipped table, which is: "
+                                 + routes_line()),
+    "domain_column": Param(None, type=["null", "string"], minLength=1, section=DATA,
+                           description="column naming each document's domain (web, code or "
+                                       "math); empty: detected from the text (code fences "
+                                       "and indentation, math markup)"),
     "styles_per_doc": Param(1, type="integer", minimum=1, maximum=len(STYLES),
                             section=PROMPTS,
                             description="styles drawn per document (at most the number of "
@@ -216,7 +229,9 @@ with DAG(
     stitch = RUNNER.spark_driver_class()(
         task_id="stitch_prompts",
         arguments=["stitch", "--manifest", RUN + "/manifest", "--run", RUN,
-                   "--templates", "{{ params.templates | join(',') }}",
+                   # with routing the table's templates: --templates empty
+                   "--templates", "{{ '' if params.routing else params.templates | join(',') }}",
+                   "--routing", "{{ 'on' if params.routing else 'off' }}",
                    "--templates-url={{ params.templates_url or '' }}",  # empty: shipped
                    "--styles-per-doc", "{{ params.styles_per_doc }}",
                    "--shard-tokens", "{{ params.shard_tokens }}",
@@ -232,6 +247,7 @@ with DAG(
                    "--id-column", "{{ params.id_column }}",
                    # optional: one --flag=VALUE item each; stitch reads "--flag=" as unset
                    "--quality-column={{ params.quality_column or '' }}",
+                   "--domain-column={{ params.domain_column or '' }}",
                    "--min-quality={{ '' if params.min_quality is none else params.min_quality }}"],
         **RUNNER.spark_driver_kwargs("stitch_prompts"),
     )

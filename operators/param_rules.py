@@ -28,9 +28,12 @@ def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         found.append(f"conf key {key!r}: not a Param of this DAG{hint}; it would be ignored")
     templates = params.get("templates") or []
-    found += template_problems(templates, params.get("templates_url"), list_templates)
+    # with routing, stitch takes the routing table's templates and checks the table with
+    # the folder (ADR 0139): `templates` is not sent
+    if not params.get("routing"):
+        found += template_problems(templates, params.get("templates_url"), list_templates)
     chosen = len(set(templates))
-    if params.get("styles_per_doc", 1) > chosen:
+    if not params.get("routing") and params.get("styles_per_doc", 1) > chosen:
         found.append(
             f"styles_per_doc={params['styles_per_doc']}: more than the {chosen} template(s) "
             f"chosen in templates={list(templates)}"

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 
 SUFFIX = ".json"
+ROUTING = "routing.json"  # the folder's routing table, not a template (ADR 0139)
 
 
 def _ids(names: list[str]) -> set[str]:
     return {n[:-len(SUFFIX)] for n in names
-            if n.endswith(SUFFIX) and "/" not in n and not n.startswith(".")}
+            if n.endswith(SUFFIX) and "/" not in n and not n.startswith(".") and n != ROUTING}
 
 
 def _s3_names(bucket: str, prefix: str) -> list[str]:

@@ -42,7 +42,8 @@ def quality_lines(report: ReportJson) -> list[str]:
 
 
 def yield_lines(report: ReportJson) -> list[str]:
-    """The corpus in, chunks joined back, and the usable tokens out, per template too."""
+    """The corpus in, chunks joined back, and the usable tokens out, per template and per
+    domain too."""
     y = report["token_yield"]
     lines = []
     if y["chunked_documents"]:
@@ -58,6 +59,11 @@ def yield_lines(report: ReportJson) -> list[str]:
         lines.append("token yield".ljust(LABEL) + f"{y['usable_tokens']} usable tokens / "
                      f"{y['seed_tokens']} seed tokens = {_ratio(y['yield'])}"
                      + (f" (by template: {per})" if per else ""))
+        domains = ((report["quality"] or {}).get("by_domain") or {})
+        if domains:  # ADR 0139: the same yield by the documents' domain
+            lines.append("by domain".ljust(LABEL) + ", ".join(
+                f"{d} {f['usable_tokens']}/{f['source_tokens']} = {_ratio(f['token_yield'])}"
+                f" ({f['usable']}/{f['joined']} rows)" for d, f in domains.items()))
     return lines
 
 

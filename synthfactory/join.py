@@ -59,7 +59,10 @@ JOINED_SCHEMA = pa.schema([
     ("shard", pa.string()),  # the shard of the document's first chunk
     # a qa_pairs template's parsed pairs, the chunks' in chunk order; null for the others
     ("qa_pairs", QA_PAIRS),
+    # the document's domain (web, code, math; the prompt rows'); null: stitched before
+    ("domain", pa.string()),
 ])
+UNKNOWN_DOMAIN = "unknown"  # by_domain's key for rows of a run stitched before domains
 # the generated columns a joined row adds up or judges; any other (an older or newer
 # worker's) is carried from the document's first chunk, as register carried it before
 _GENERATED = {"id", "template_id", "row", "output_text", "prompt_tokens", "output_tokens",
@@ -94,6 +97,7 @@ class _Chunk:
     model: str | None
     extra: dict
     qa_pairs: list | None = None
+    domain: str | None = None
 
 
 @dataclass
@@ -143,6 +147,7 @@ class _Totals:
     source_tokens: int = 0
     usable_output_tokens: int = 0
     by_template: dict[str, JoinedTemplate] = field(default_factory=dict)
+    by_domain: dict[str, JoinedTemplate] = field(default_factory=dict)
 
     def add(self, row: dict) -> None:
         self.joined += 1
@@ -151,13 +156,14 @@ class _Totals:
         self.usable += row["usable"]
         self.rejected += not row["usable"]
         self.source_tokens += row["source_tokens"]
-        template = self.by_template.setdefault(row["template_id"], {
-            "rows": 0, "usable": 0, "source_tokens": 0, "usable_output_tokens": 0})
-        template["rows"] += 1
-        template["source_tokens"] += row["source_tokens"]
+        for group in (self.by_template.setdefault(row["template_id"], _group()),
+                      self.by_domain.setdefault(row["domain"] or UNKNOWN_DOMAIN, _group())):
+            group["rows"] += 1
+            group["source_tokens"] += row["source_tokens"]
+            if row["usable"]:
+                group["usable"] += 1
+                group["usable_output_tokens"] += row["output_tokens"]
         if row["usable"]:
-            template["usable"] += 1
-            template["usable_output_tokens"] += row["output_tokens"]
             self.usable_output_tokens += row["output_tokens"]
 
     def summary(self, parts: list, committed: CommittedRun) -> JoinedJson:
@@ -168,9 +174,14 @@ class _Totals:
             "chunks_left_out": self.chunks_left_out, "source_tokens": self.source_tokens,
             "usable_output_tokens": self.usable_output_tokens,
             "by_template": dict(sorted(self.by_template.items())),
+            "by_domain": dict(sorted(self.by_domain.items())),
             "parts": parts,
             "commits": {s.name: str(s.commit.get("output_checksum")) for s in committed.shards},
         }
+
+
+def _group() -> JoinedTemplate:
+    return {"rows": 0, "usable": 0, "source_tokens": 0, "usable_output_tokens": 0}
 
 
 def _schema(extra: dict[str, pa.Field]) -> pa.Schema:
@@ -193,6 +204,7 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
     # a run stitched before source_tokens existed: none counted
     source = prompts.column("source_tokens").to_pylist() if "source_tokens" in names else [0] * n
     templates = prompts.column("template_id").to_pylist()
+    domains = prompts.column("domain").to_pylist() if "domain" in names else [None] * n
     verdicts = storage.read_table(shard.verdicts_url)  # qa_pairs: not in older verdicts
     verdicts = verdicts.select([c for c in ("row", "usable", "reasons", "clean_text",
                                             "qa_pairs") if c in verdicts.column_names])
@@ -223,7 +235,8 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
                 bool(v["usable"]), list(v["reasons"] or []), int(g["prompt_tokens"] or 0),
                 int(g["output_tokens"] or 0), int(source[row] or 0), g["finish_reason"],
                 g.get("template_version"), g["model"],
-                {k: v for k, v in g.items() if k not in _GENERATED}, v.get("qa_pairs"))
+                {k: v for k, v in g.items() if k not in _GENERATED}, v.get("qa_pairs"),
+                domains[row])
         if len(doc.chunks) + doc.quarantined < doc.count:
             continue  # chunks still to come, in a later row or shard
         del pending[key]
@@ -273,7 +286,7 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
         "output_tokens": sum(c.output_tokens for c in chunks),
         "source_tokens": sum(c.source_tokens for c in chunks),
         "finish_reason": finish, "model": chunks[0].model, "shard": chunks[0].shard,
-        "qa_pairs": pairs,
+        "qa_pairs": pairs, "domain": chunks[0].domain,
         **{k: v for k, v in chunks[0].extra.items() if k != "template_version"},
     }
 

@@ -28,6 +28,7 @@ RUNS_SCHEMA = pa.schema(
         ("airflow_run_id", pa.string()),
         ("manifest", pa.string()),
         ("templates", pa.string()),  # JSON list of {id, version, style, hash}
+        ("routing_hash", pa.string()),  # the routing table's sha256; null: no routing
         ("model", pa.string()),
         ("engine_args", pa.string()),  # JSON
         ("sampling", pa.string()),  # JSON
@@ -65,6 +66,7 @@ class RunLineage:
     airflow_run_id: str | None
     manifest: str | None
     templates: list[dict]
+    routing_hash: str | None  # shards.json's routing hash (ADR 0139); None: not routed
     model: str | None
     engine_args: dict
     sampling: dict
@@ -142,6 +144,7 @@ def lineage_of(
         airflow_run_id=airflow_run_id,
         manifest=f"{run.run_url}/{paths.MANIFEST}",  # the folder crawl wrote (not in shards.json)
         templates=templates_of(shards_json),
+        routing_hash=(shards_json.get("routing") or {}).get("hash"),
         model=", ".join(models) or None,
         engine_args=_one_or_by_shard(run, "engine_args"),
         sampling=_one_or_by_shard(run, "sampling"),

@@ -19,6 +19,7 @@ from synthfactory.contract import paths
 from synthfactory.contract.run_folder import RunFiles, ShardFiles
 from synthfactory.contract.shapes import (
     ReportCost,
+    ReportDomainYield,
     ReportExample,
     ReportJson,
     ReportLengths,
@@ -238,6 +239,7 @@ def quality_figures(files: RunFiles,
                             "yield": share(c["usable"], c["generated"]),
                             **template_token_yield(files.joined, t)}
                         for t, c in sorted(by_template.items())},
+        "by_domain": domain_token_yield(files.joined),
         "usable_output_tokens": tokens,
         "usable_tokens_per_s": per_second(tokens, generation_s),
         "usable_tokens_per_device_s": per_second(tokens, device_s),
@@ -256,6 +258,17 @@ def template_token_yield(joined: dict | None, template: str) -> dict:
     return {"joined": t["rows"], "source_tokens": t["source_tokens"],
             "usable_tokens": t["usable_output_tokens"],
             "token_yield": share(t["usable_output_tokens"], t["source_tokens"])}
+
+
+def domain_token_yield(joined: dict | None) -> dict[str, ReportDomainYield]:
+    """The join's counts by the documents' domain: joined and usable rows, their yield,
+    seed tokens, usable output tokens and the token yield; {} before the join (or a
+    join from before domains)."""
+    return {d: {"joined": g["rows"], "usable": g["usable"],
+                "yield": share(g["usable"], g["rows"]),
+                "source_tokens": g["source_tokens"], "usable_tokens": g["usable_output_tokens"],
+                "token_yield": share(g["usable_output_tokens"], g["source_tokens"])}
+            for d, g in sorted(((joined or {}).get("by_domain") or {}).items())}
 
 
 def token_yield_figures(plan: dict, joined: dict | None) -> ReportTokenYield:

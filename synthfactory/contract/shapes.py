@@ -27,11 +27,19 @@ class TemplateEntry(TypedDict):
     hash: str  # sha256 of the template's canonical JSON, as the prompt rows' template_hash
 
 
+class RoutingEntry(TypedDict):
+    url: str  # the routing.json in effect: the templates folder's, else the shipped one
+    hash: str  # sha256 of its canonical JSON (what lineage records)
+    table: dict[str, Any]  # the table itself: buckets and routes (ADR 0139)
+
+
 class ShardsJson(TypedDict):
     shards: list[ShardEntry]
     templates: list[TemplateEntry]
+    routing: RoutingEntry | None  # None: no routing table in effect (stitch --routing off)
     rows_in: int  # documents read
-    # (rows_in - quarantined - chunked_documents + chunks) * styles_per_doc
+    # (rows_in - quarantined - chunked_documents + chunks) * styles_per_doc without
+    # routing; with it each document's K is min(styles_per_doc, templates of its route)
     prompt_rows: int
     quarantined: int  # documents set aside at stitch
     quarantine_reasons: dict[str, int]  # full reason text -> documents
@@ -170,6 +178,9 @@ class JoinedJson(TypedDict):
     source_tokens: int
     usable_output_tokens: int
     by_template: dict[str, JoinedTemplate]
+    # the same counts by the documents' domain (web, code, math; "unknown": a run
+    # stitched before domains); adds up to joined, usable and the token sums (ADR 0139)
+    by_domain: dict[str, JoinedTemplate]
     parts: list[JoinedPart]
     commits: dict[str, str]  # shard -> the output checksum of the commit it joined
 
@@ -343,6 +354,17 @@ ReportTemplateYield = TypedDict("ReportTemplateYield", {
     "token_yield": float | None,
 })
 
+# A domain's joined rows (documents x templates) and tokens: usable / joined rows, and
+# usable output tokens / the seed tokens they rephrase.
+ReportDomainYield = TypedDict("ReportDomainYield", {
+    "joined": int,
+    "usable": int,
+    "yield": float | None,  # usable / joined
+    "source_tokens": int,
+    "usable_tokens": int,
+    "token_yield": float | None,  # usable_tokens / source_tokens
+})
+
 # The corpus in, the usable synthetic tokens out: what a team plans the next run with.
 ReportTokenYield = TypedDict("ReportTokenYield", {
     "seed_documents": int | None,  # documents stitch read
@@ -377,6 +399,8 @@ ReportQuality = TypedDict("ReportQuality", {
     "yield": float | None,  # usable / rows
     "reasons": dict[str, int],  # reason -> rows (a row may have several)
     "by_template": dict[str, ReportTemplateYield],
+    # from the join ({} before it): by the documents' domain (ADR 0139)
+    "by_domain": dict[str, ReportDomainYield],
     "usable_output_tokens": int,
     "usable_tokens_per_s": float | None,  # per generation second, beside tokens_per_s
     "usable_tokens_per_device_s": float | None,

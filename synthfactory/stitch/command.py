@@ -14,6 +14,7 @@ from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
 from synthfactory.stitch.job import StitchConfig, stitch
 from synthfactory.stitch.reader import check_first_file
+from synthfactory.stitch.routing import load_routing
 from synthfactory.stitch.spark_conf import session_conf
 from synthfactory.stitch.spark_errors import (
     check_master,
@@ -23,7 +24,7 @@ from synthfactory.stitch.spark_errors import (
     spark_reason,
 )
 from synthfactory.stitch.spark_session import spark_session
-from synthfactory.stitch.templates import load_templates
+from synthfactory.stitch.templates import load_folder, load_templates
 from synthfactory.stitch.tokens import tokenizer_json
 
 log = logging.getLogger(__name__)
@@ -34,11 +35,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_flag = parser.add_argument("--run", required=True,
                                    help="run URL; writes prompts/ and quarantine/")
     deprecated_flag(parser, "--out", run_flag)
-    parser.add_argument("--templates", required=True,
-                        help="ID[,ID...] of templates in --templates-url (default: shipped)")
+    parser.add_argument("--templates", default="",
+                        help="ID[,ID...] of templates in --templates-url (default: shipped); "
+                             "with --routing on, the templates the routes may use (empty: "
+                             "every template the routing table names)")
     parser.add_argument("--templates-url", default=None,
                         help="folder URL (file:// or s3://) of your own template JSON files; "
                              "empty or absent: the shipped templates (docs/templates.md)")
+    parser.add_argument("--routing", choices=("on", "off"), type=lambda t: t or "off",
+                        default="off",
+                        help="on: each document draws its templates from its route in the "
+                             "routing table (routing.json of --templates-url, else the "
+                             "shipped one) by its domain and quality bucket (ADR 0139); "
+                             "off: from --templates, every document alike")
+    parser.add_argument("--domain-column", type=lambda text: text or None, default=None,
+                        help="seed column naming each document's domain (web, code, math); "
+                             "absent or null: detected from the text")
     parser.add_argument("--shard-tokens", type=positive_int, required=True,
                         help="token budget per shard (prompt + max new tokens)")
     parser.add_argument("--styles-per-doc", type=positive_int, default=1)
@@ -92,22 +104,37 @@ def run(args: argparse.Namespace) -> dict:
         )
     if args.min_quality is not None and not args.quality_column:
         raise PermanentError("--min-quality needs --quality-column")
-    templates = load_templates([n.strip() for n in args.templates.split(",") if n.strip()],
-                               args.templates_url or None)  # the DAG sends "" for shipped
-    if not 1 <= args.styles_per_doc <= len(templates):
-        raise SynthfactoryError(
-            f"--styles-per-doc {args.styles_per_doc}: must be between 1 and the "
-            f"{len(templates)} template(s) given"
-        )
+    names = [n.strip() for n in args.templates.split(",") if n.strip()]
+    folder = args.templates_url or None  # the DAG sends "" for shipped
+    routing = None
+    if args.routing == "on":
+        if names:
+            load_templates(names, folder)  # an unknown name: the line it always was
+        routing = load_routing(folder, load_folder(folder), names or None)
+        templates = load_templates(routing.template_ids(), folder)
+        widest = routing.widest()
+        if not 1 <= args.styles_per_doc <= widest:
+            raise SynthfactoryError(
+                f"--styles-per-doc {args.styles_per_doc}: must be between 1 and {widest}, "
+                f"the most templates one route of {routing.source} allows")
+    else:
+        templates = load_templates(names, folder)
+        if not 1 <= args.styles_per_doc <= len(templates):
+            raise SynthfactoryError(
+                f"--styles-per-doc {args.styles_per_doc}: must be between 1 and the "
+                f"{len(templates)} template(s) given"
+            )
     files = manifest_files(args.manifest)
-    check_first_file(files[0], [args.id_column, args.text_column, args.quality_column])
+    check_first_file(files[0], [args.id_column, args.text_column, args.quality_column,
+                                args.domain_column])
     cfg = StitchConfig(
         files=files, run=RunLayout(storage.normalize(args.run)), templates=templates,
         model_dir=str(args.model or default_model_dir()), shard_tokens=args.shard_tokens,
         styles_per_doc=args.styles_per_doc, max_new_tokens=args.max_new_tokens,
         max_model_len=args.max_model_len, text_column=args.text_column,
         id_column=args.id_column, quality_column=args.quality_column,
-        min_quality=args.min_quality, seed=args.seed, master=args.master,
+        min_quality=args.min_quality, domain_column=args.domain_column, routing=routing,
+        seed=args.seed, master=args.master,
         partitions=args.partitions,
     )
     check_master(args.master)

@@ -16,14 +16,16 @@ from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
 from synthfactory.stitch import budget, chunks, reader, sharding, tokens
+from synthfactory.stitch.routing import RoutingTable
 from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate, write_copies
 
 log = logging.getLogger(__name__)
 
-READER_DDL = "id string, text string, quality double, source string, source_row long, reason string"
+READER_DDL = ("id string, text string, quality double, source string, source_row long, "
+              "reason string, domain string")
 SHARD_COLUMNS = ["id", "template_id", "template_version", "template_hash", "style", "system",
                  "user", "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index",
-                 "chunk_count", "title", "heading_path", "source_tokens"]
+                 "chunk_count", "title", "heading_path", "source_tokens", "domain"]
 ORDER = ["source", "source_row", "template_id", "chunk_index"]
 CHUNK_ID_SEPARATOR = "#"  # a chunk row's id: {document id}#{chunk index}
 CHUNK_SCHEMA = pa.schema([
@@ -51,6 +53,10 @@ class StitchConfig:
     id_column: str = "id"
     quality_column: str | None = None
     min_quality: float | None = None
+    domain_column: str | None = None  # the seed column naming each document's domain
+    # The routing table in effect (stitch --routing on, ADR 0139): each document draws its
+    # styles_per_doc templates from its route only. None: from all of ``templates``.
+    routing: RoutingTable | None = None
     seed: int = 0
     master: str = "local[*]"
     partitions: int = 8  # read, range and shuffle partitions; raise it with the executors
@@ -116,7 +122,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     files = files.repartition(max(1, min(len(cfg.files), cfg.partitions)))
     rows = files.mapInArrow(
         partial(reader.read_files, id_column=cfg.id_column, text_column=cfg.text_column,
-                quality_column=cfg.quality_column),
+                quality_column=cfg.quality_column, domain_column=cfg.domain_column),
         READER_DDL,
     )
     # A repeated id would make (id, template) ambiguous downstream: keep the first.
@@ -134,9 +140,16 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
             .when(F.col("quality") < cfg.min_quality,
                   F.lit(f"quality below threshold {cfg.min_quality}")),
         )
+    if cfg.routing is not None and cfg.quality_column and cfg.min_quality is None:
+        rows = rows.withColumn(  # a document without a score has no bucket
+            "reason",
+            F.when(F.col("reason").isNotNull(), F.col("reason"))
+            .when(F.col("quality").isNull(), F.lit("quality missing")))
     rows = rows.persist()
 
     good = rows.filter(F.col("reason").isNull()).withColumn("doc_tokens", doc_tokens("text"))
+    if cfg.routing is not None:
+        good = good.withColumn("bucket", _bucket(cfg.routing, bool(cfg.quality_column)))
     auto = cfg.max_new_tokens == AUTO
     reserve = chunks.context_reserve(partial(tokens.count_tokens, tok_json))
     template_rows = []
@@ -160,8 +173,15 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     # K styles per document, chosen by a hash of (id, seed, template): stable on rerun.
     pick = Window.partitionBy("id").orderBy(
         F.xxhash64("id", F.lit(cfg.seed), "template_id"), "template_id")
+    if cfg.routing is None:  # every document draws from every template
+        candidates = good.crossJoin(F.broadcast(templates))
+    else:  # from its route's templates only: the same hash, so the same pick among them
+        routes = spark.createDataFrame(cfg.routing.pairs(),
+                                       "domain string, bucket string, template_id string")
+        candidates = good.join(F.broadcast(routes.join(templates, "template_id")),
+                               ["domain", "bucket"])
     selected = (
-        good.crossJoin(F.broadcast(templates))
+        candidates
         .withColumn("pick", F.row_number().over(pick))
         .filter(F.col("pick") <= cfg.styles_per_doc)
         .withColumn("prompt_tokens", F.col("doc_tokens") + F.col("overhead"))
@@ -175,6 +195,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         F.max(cost).alias("longest"),
         F.min("chunk_limit").alias("chunk_limit"),
         F.max("doc_tokens").alias("doc_tokens"),  # the same in each of its K rows
+        F.count(F.lit(1)).alias("k"),  # its styles: styles_per_doc, or fewer on a route
         *([] if cfg.chunking else [F.max_by(F.struct("prompt_tokens", "max_new_tokens"),
                                             cost).alias("worst")]))
     fits = F.col("longest") <= cfg.max_model_len
@@ -184,9 +205,11 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     # whole. A corpus with nothing too long skips everything below that handles it.
     seed = per_doc.agg(F.sum("doc_tokens").alias("seed"),
                        F.sum(F.when(fits, F.col("doc_tokens"))).alias("whole"),
-                       F.count(F.when(~fits, F.lit(1))).alias("too_long")).first()
+                       F.count(F.when(~fits, F.lit(1))).alias("too_long"),
+                       F.sum(F.when(fits, F.col("k"))).alias("whole_rows")).first()
     seed_tokens, whole_tokens = int(seed["seed"] or 0), int(seed["whole"] or 0)
     too_long_documents = int(seed["too_long"])
+    expected_rows = int(seed["whole_rows"] or 0)  # prompt rows: K per whole document, ...
     chunked = parts = set_aside = None  # set_aside: documents quarantined for their length
     chunked_documents = chunk_rows = chunk_tokens = 0
     if cfg.chunking and too_long_documents:
@@ -205,6 +228,10 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         ).first()
         chunked_documents, chunk_rows = int(made["documents"]), int(made["chunks"])
         chunk_tokens = int(made["tokens"] or 0)
+        if chunk_rows:  # ... and K per chunk of a document cut into chunks
+            expected_rows += int(
+                chunked.filter(F.col("reason").isNull()).select("id")
+                .join(per_doc.select("id", "k"), "id").agg(F.sum("k")).first()[0] or 0)
         if made["unsplittable"]:  # a unit no split can fit: the whole document, once
             set_aside = chunked.filter(F.col("reason").isNotNull()).select(
                 "id", "source", "source_row", "reason")
@@ -299,8 +326,10 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
 
     rows_in = rows.count()
     prompt_rows = sum(s["rows"] for s in shards)
-    # each document kept is one prompt per style, a chunked one a prompt per chunk and style
-    if prompt_rows != (rows_in - quarantined - chunked_documents + chunk_rows) * cfg.styles_per_doc:
+    # each document kept is one prompt per style, a chunked one a prompt per chunk and style;
+    # without routing K is styles_per_doc for every document, with it at most that
+    if prompt_rows != expected_rows or (cfg.routing is None and prompt_rows != (
+            rows_in - quarantined - chunked_documents + chunk_rows) * cfg.styles_per_doc):
         raise SynthfactoryError(
             f"stitch accounting failed: {rows_in} rows in, {quarantined} quarantined, "
             f"{chunked_documents} cut into {chunk_rows} chunks, {prompt_rows} prompt rows for "
@@ -310,6 +339,9 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         "shards": shards,
         "templates": [{"id": t.id, "version": t.version, "style": t.style, "hash": t.hash}
                       for t in cfg.templates],
+        "routing": None if cfg.routing is None else {
+            "url": cfg.routing.source, "hash": cfg.routing.hash,
+            "table": cfg.routing.document()},
         "rows_in": rows_in,
         "prompt_rows": prompt_rows,
         "quarantined": quarantined,
@@ -332,6 +364,20 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         if frame is not None:
             frame.unpersist()
     return plan
+
+
+def _bucket(table: RoutingTable, scored: bool):
+    """A document's quality bucket as a Spark column: the first bucket whose upper edge
+    its quality is below, the last at or above the last edge; ``unscored`` without a
+    quality column."""
+    from pyspark.sql import functions as F
+
+    if not scored:
+        return F.lit(table.unscored)
+    column = F.lit(table.names[-1])
+    for name, edge in reversed(list(zip(table.names, table.edges, strict=False))):
+        column = F.when(F.col("quality") < edge, F.lit(name)).otherwise(column)
+    return column
 
 
 def _chunk_documents(batches, tok, window: int):

@@ -13,16 +13,20 @@ PROMPT_SCHEMA = pa.schema([
     ("user", pa.string()), ("prompt_tokens", pa.int64()), ("max_new_tokens", pa.int32()),
     ("doc_id", pa.string()), ("chunk_index", pa.int32()), ("chunk_count", pa.int32()),
     ("title", pa.string()), ("heading_path", pa.list_(pa.string())),
-    ("source_tokens", pa.int64()),
+    ("source_tokens", pa.int64()), ("domain", pa.string()),
 ])
 
 
 def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
                  max_new_tokens: int, prompt_tokens: list[int] | None = None,
-                 source_tokens: list[int] | None = None) -> pa.Table:
+                 source_tokens: list[int] | None = None,
+                 domains: list[str] | None = None) -> pa.Table:
     """One prompt row per document, all with ``template``, each document in one piece
     (no chunks). Token counts default to 0 (not counted): ``prompt_tokens`` the estimate,
-    ``source_tokens`` the document's own tokens (stitch's count, without the template)."""
+    ``source_tokens`` the document's own tokens (stitch's count, without the template);
+    ``domains`` each document's domain (default: detected from its text, as stitch does)."""
+    from synthfactory.stitch.routing import detect_domain
+
     n = len(ids)
     return pa.table({
         "id": ids,
@@ -40,4 +44,5 @@ def prompt_table(template: PromptTemplate, ids: list[str], documents: list[str],
         "title": [None] * n,
         "heading_path": [None] * n,
         "source_tokens": source_tokens if source_tokens is not None else [0] * n,
+        "domain": domains if domains is not None else [detect_domain(d) for d in documents],
     }, schema=PROMPT_SCHEMA)

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from synthfactory import storage
 from synthfactory.errors import PermanentError, SynthfactoryError
+from synthfactory.stitch.routing import DOCUMENT_DOMAINS, detect_domain
 
 # What the reader emits per input row; `reason` is null for a usable row.
 ROW_SCHEMA = pa.schema(
@@ -27,6 +28,7 @@ ROW_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("source_row", pa.int64()),
         ("reason", pa.string()),
+        ("domain", pa.string()),  # web, code or math: --domain-column's, else detected
     ]
 )
 
@@ -35,6 +37,26 @@ NULL_TEXT = "null text"
 NULL_ID = "null id"
 INVALID_UTF8 = "invalid UTF-8 in text"
 WRONG_TYPE = "text is not a string (column type {})"
+UNKNOWN_DOMAIN = "domain {!r} in column {!r} is not one of " + ", ".join(DOCUMENT_DOMAINS)
+
+
+def _domains(table: pa.Table, text: pa.Array, domain_column: str | None,
+             reasons: list[str | None]) -> list[str | None]:
+    """Each row's domain: the column's value when it has one, else detected from the
+    text (a null value is detected too); a value that is no domain is a row's reason."""
+    given = (table.column(domain_column).cast(pa.string()).to_pylist() if domain_column
+             else [None] * table.num_rows)
+    out: list[str | None] = []
+    for i, (value, doc) in enumerate(zip(given, text.to_pylist(), strict=True)):
+        if value is None:
+            out.append(detect_domain(doc) if reasons[i] is None else None)
+        elif value.strip().lower() in DOCUMENT_DOMAINS:
+            out.append(value.strip().lower())
+        else:
+            out.append(None)
+            if reasons[i] is None:
+                reasons[i] = UNKNOWN_DOMAIN.format(value, domain_column)
+    return out
 
 
 def _text_column(column: pa.ChunkedArray, url: str) -> tuple[pa.Array, list[str | None]]:
@@ -89,10 +111,12 @@ def check_first_file(url: str, columns: list[str | None]) -> None:
 
 
 def read_documents(
-    url: str, id_column: str, text_column: str, quality_column: str | None
+    url: str, id_column: str, text_column: str, quality_column: str | None,
+    domain_column: str | None = None,
 ) -> pa.RecordBatch:
     table = storage.read_table(url)
-    check_columns(url, table.column_names, [id_column, text_column, quality_column])
+    check_columns(url, table.column_names,
+                  [id_column, text_column, quality_column, domain_column])
     n = table.num_rows
     text, reasons = _text_column(table.column(text_column), url)
     ids = table.column(id_column).cast(pa.string())
@@ -108,6 +132,7 @@ def read_documents(
             ) from exc
     else:
         quality = pa.nulls(n, pa.float64())
+    domains = _domains(table, text, domain_column, reasons)
     return pa.RecordBatch.from_arrays(
         [
             ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids,
@@ -116,6 +141,7 @@ def read_documents(
             pa.array([url] * n, pa.string()),
             pa.array(range(n), pa.int64()),
             pa.array(reasons, pa.string()),
+            pa.array(domains, pa.string()),
         ],
         schema=ROW_SCHEMA,
     )
@@ -123,9 +149,9 @@ def read_documents(
 
 def read_files(
     batches: Iterator[pa.RecordBatch], id_column: str, text_column: str,
-    quality_column: str | None,
+    quality_column: str | None, domain_column: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: a batch of file URLs in, their documents out."""
     for batch in batches:
         for url in batch.column("url").to_pylist():
-            yield read_documents(url, id_column, text_column, quality_column)
+            yield read_documents(url, id_column, text_column, quality_column, domain_column)

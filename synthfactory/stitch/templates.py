@@ -28,6 +28,8 @@ PLACEHOLDER = "document"
 _FIELDS = {"id": str, "version": int, "style": str, "system": str, "user": str}
 KEYS = (*_FIELDS, "domain", "quality")  # anything else is a typo its author wants to hear of
 SUFFIX = ".json"
+# Not a template: the folder's routing table (synthfactory/stitch/routing.py, ADR 0139).
+ROUTING_STEM = "routing"
 # What a template is written for: web prose, code, math, or any text. A file without
 # a domain is "any": a folder of one's own written before domains keeps working, and a
 # template that does not say it needs code or math is not kept from either (ADR 0138).
@@ -135,7 +137,8 @@ def _files(folder: str) -> dict[str, str]:
     """File name stem -> URL of the folder's own ``*.json`` files (not its subfolders)."""
     return {url[len(folder) + 1:-len(SUFFIX)]: url
             for url in storage.list_files(folder, suffix=SUFFIX)
-            if "/" not in url[len(folder) + 1:]}
+            if "/" not in url[len(folder) + 1:]
+            and url[len(folder) + 1:-len(SUFFIX)] != ROUTING_STEM}
 
 
 def _read(url: str) -> PromptTemplate:
@@ -178,7 +181,7 @@ def load_template(name: str, folder: str | Path | None = None) -> PromptTemplate
     """One template by id, from ``folder`` (default: the shipped ones)."""
     url = _folder(folder)
     file = storage.join(url, name + SUFFIX)
-    if "/" in name or not storage.exists(file):
+    if "/" in name or name == ROUTING_STEM or not storage.exists(file):
         raise PermanentError(
             f"template {name!r}: not found in {url} (available: {available(url)})")
     return _named(_read(file), name, file)

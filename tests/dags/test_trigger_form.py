@@ -4,13 +4,17 @@ between fields checked by the run's first task before any work starts."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from synthfactory_airflow.operators.param_rules import problems
 from tests.support.paths import ROOT
 
 SECTIONS = ["Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test"]
-SHIPPED_STYLES = sorted(p.stem for p in (ROOT / "synthfactory" / "templates").glob("*.json"))
+# every shipped *.json but routing.json, the routing table (ADR 0139)
+SHIPPED_STYLES = sorted(p.stem for p in (ROOT / "synthfactory" / "templates").glob("*.json")
+                        if p.name != "routing.json")
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +214,21 @@ def test_max_new_tokens_defaults_to_auto():
 
     dag = DagBag(dag_folder=str(ROOT / "dags")).dags["synthetic_rephrase"]
     assert dag.params["max_new_tokens"] == "auto"  # each row sized to its source
+
+
+def test_routing_is_off_by_default_and_lists_the_shipped_routes(dag):
+    """ADR 0139: the form shows the shipped table, read from its JSON file."""
+    schema = _schemas(dag)
+    assert _defaults(dag)["routing"] is False and _defaults(dag)["domain_column"] is None
+    description = dag.params.get_param("routing").description
+    table = json.loads((ROOT / "synthfactory" / "templates" / "routing.json").read_text())
+    for domain, by in table["routes"].items():
+        for bucket, ids in by.items():
+            assert f"{domain} {bucket}: {', '.join(ids)}" in description
+    assert schema["routing"]["type"] == "boolean"
+
+
+def test_with_routing_the_templates_rules_step_aside(dag):
+    params = {**_defaults(dag), "routing": True, "templates": ["encyclopedic"],
+              "styles_per_doc": 3}
+    assert problems(params, {}, dag.params.keys()) == []

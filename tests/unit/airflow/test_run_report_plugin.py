@@ -158,6 +158,13 @@ def test_finished_run_report_page_shows_the_quality_section(engine_run):
                     for tr in doc.xpath('//table[@id="yield"]//tr[@data-template]')}
     assert token_yields == {t: "" if v["token_yield"] is None else str(v["token_yield"])
                             for t, v in quality["by_template"].items()}
+    # and per domain (ADR 0139): the join's counts by the documents' domain
+    assert quality["by_domain"]
+    by_domain = {tr.get("data-domain"): (int(tr.get("data-joined")), int(tr.get("data-usable")),
+                                          int(tr.get("data-usable-tokens")))
+                 for tr in doc.xpath('//table[@id="yield-by-domain"]//tr[@data-domain]')}
+    assert by_domain == {d: (v["joined"], v["usable"], v["usable_tokens"])
+                         for d, v in quality["by_domain"].items()}
     examples = doc.xpath("//article[@data-rejected-example]")
     assert [e.get("data-rejected-example") for e in examples] == [
         e["reason"] for e in quality["examples"]]

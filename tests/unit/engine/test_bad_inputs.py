@@ -110,6 +110,11 @@ CASES = [
          ["stitch", "--manifest", "{manifest}", "--run", "{tmp}/run2", "--templates", "nope",
           "--shard-tokens", "4096"],
          ("template 'nope'", "not found")),
+    Case("stitch-routing-unknown-template", 3,
+         ["stitch", "--manifest", "{manifest}", "--run", "{tmp}/run2", "--routing", "on",
+          "--templates-url", "{routing_folder}", "--shard-tokens", "4096"],
+         ("routing", "routing_folder/routing.json", "routes.math.*",
+          "unknown template 'nope'")),
     Case("stitch-bad-master", 3,
          ["stitch", "--manifest", "{manifest}", "--run", "{tmp}/run2", "--templates", "summary",
           "--shard-tokens", "4096", "--model", "{model}", "--master", "bogus://x"],
@@ -340,6 +345,18 @@ def build_world(tmp: Path) -> dict[str, str]:
                    tmp / "manifest" / "part-00000.parquet")
     paths["manifest"] = str(tmp / "manifest")
     paths["model"] = _word_level_model(tmp / "model")
+
+    # A templates folder whose routing table names a template the folder lacks.
+    routing = tmp / "routing_folder"
+    routing.mkdir()
+    (routing / "plain.json").write_text(json.dumps(
+        {"id": "plain", "version": 1, "style": "plain", "system": "s",
+         "user": "Rewrite: {document}"}))
+    (routing / "routing.json").write_text(json.dumps(
+        {"buckets": {"names": ["all"], "edges": [], "unscored": "all"},
+         "routes": {"web": {"*": ["plain"]}, "code": {"*": ["plain"]},
+                    "math": {"*": ["nope"]}}}))
+    paths["routing_folder"] = f"file://{routing}"
 
     paths["spec"] = str(ROOT / "examples" / "lengths" / "bimodal.json")
     (tmp / "bad-spec.json").write_text(json.dumps({"type": "gaussian", "mean": 100}))
