@@ -2,8 +2,8 @@
 prose in three quality buckets, Python and JavaScript, math with numbers and LaTeX, a
 German document, one domain given by a column; each document gets templates its
 route names only (styles_per_doc of them, or all its route has), the pick stable on a
-rerun; then rephrased by the echo engine, validated and joined: the yield per domain
-in _JOINED.json and the report adds up to the whole."""
+rerun; then rephrased by an engine that answers as each template asks, validated and
+joined: the yield per domain in _JOINED.json and the report adds up to the whole."""
 
 from __future__ import annotations
 
@@ -11,21 +11,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from synthfactory import storage
+from synthfactory import contract, storage
 from synthfactory.cli_types import AUTO
 from synthfactory.contract import paths
 from synthfactory.demo_summary import yield_lines
 from synthfactory.join import join_run
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir, is_ready
-from synthfactory.rephrase.engines import EchoEngine
+from synthfactory.rephrase.engines import Completion, EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 from synthfactory.report.collect import collect
 from synthfactory.stitch.job import StitchConfig, stitch
 from synthfactory.stitch.routing import load_routing
 from synthfactory.stitch.templates import load_folder, load_templates
 from synthfactory.validate import validate_shard
+from tests.support.contract_shapes import check
 
+TEMPLATES = load_folder()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not is_ready(default_model_dir()), reason="run `synthfactory model prepare` (make setup)")]
 
@@ -52,6 +54,68 @@ CORPUS = {
 }
 
 
+# What a model might answer, per template kind and language: clean outputs the gate lets
+# through (the same text for two documents of a kind is a duplicate, as it would be).
+WEB_EN = ("The settlement developed around a busy seafood market. Fishing vessels returned "
+          "at first light, and merchants had finished trading their haul by midday. "
+          "Visitors still find the stalls open early each morning, where families have "
+          "bought fresh fish for generations and the harbour remains the centre of local life.")
+WEB_DE = ("Der Ort entstand rund um einen belebten Markt für Fisch. Die Fischer kehrten bei "
+          "Sonnenaufgang zurück, und bis zum Mittag hatten die Kaufleute ihre Ware verkauft. "
+          "Noch heute öffnen die Stände früh am Morgen, und der Hafen bleibt das Herz des Ortes.")
+QA_EN = ("Question: What did the settlement grow around?\nAnswer: A busy seafood market by "
+         "the harbour, which shaped the whole town.\nQuestion: When did the fishing vessels "
+         "return?\nAnswer: At first light, and the merchants finished trading by midday.")
+QA_DE = ("Question: Worum herum entstand der Ort?\nAnswer: Um einen belebten Fischmarkt am "
+         "Hafen, der die ganze Stadt prägte.\nQuestion: Wann kehrten die Fischer zurück?\n"
+         "Answer: Bei Sonnenaufgang, und bis zum Mittag war alles verkauft.")
+LIST_EN = ("- The settlement grew around a busy seafood market.\n- Fishing vessels returned "
+           "at first light each day.\n- Merchants finished trading their haul by midday.\n"
+           "- The stalls still open early in the morning.")
+LIST_DE = ("- Der Ort entstand um einen belebten Fischmarkt.\n- Die Fischer kehrten bei "
+           "Sonnenaufgang zurück.\n- Bis zum Mittag war die Ware verkauft.\n- Die Stände "
+           "öffnen noch heute früh am Morgen.")
+PY = ("```python\ndef total(values):\n    result = 0\n    for v in values:\n"
+      "        result += v\n    return result\n```")
+JS = ("```javascript\nfunction mean(xs) {\n  let s = 0;\n  for (const x of xs) {\n"
+      "    s += x;\n  }\n  return s / xs.length;\n}\n```")
+MATH = ("Consider a circle whose radius is $r = 3$. Its enclosed region is given by "
+        "$A = \\pi r^2$, roughly 28.27 square units, while the boundary length follows "
+        "$C = 2\\pi r$, roughly 18.85 units. Dividing one by the other, \\frac{A}{C} = 1.5, "
+        "which equals half the radius, as expected for every circle.")
+
+
+def _answer(document: str, template: str) -> str:
+    german = "Fischmarkt" in document
+    if template.startswith("code_"):
+        code = PY if "def total" in document else JS
+        return ("This walkthrough explains the routine one line at a time, so a newcomer "
+                f"sees why it works.\n\n{code}\n\nEach step keeps a running value and "
+                "hands back the result at the end.")
+    if template.startswith("math_"):
+        return MATH
+    if template == "qa":
+        return QA_DE if german else QA_EN
+    if template == "knowledge_list":
+        return LIST_DE if german else LIST_EN
+    return WEB_DE if german else WEB_EN
+
+
+class RoutedEngine(EchoEngine):
+    """Answers each prompt as its template asks (``_answer``), found by the prompt."""
+
+    def poll(self) -> list[Completion]:
+        batch = [self._queue.popleft() for _ in range(min(self.per_poll, len(self._queue)))]
+        out = []
+        for row, user, _ in batch:
+            document, template = next(
+                (text, t.id) for text, *_ in CORPUS.values() for t in TEMPLATES.values()
+                if user == t.render_user(text))
+            answer = _answer(document, template)
+            out.append(Completion(row, answer, len(user.split()), len(answer.split()), "stop"))
+        return out
+
+
 @pytest.fixture(scope="module")
 def routed(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("routing")
@@ -61,8 +125,7 @@ def routed(spark, tmp_path_factory):
         "score": [CORPUS[i][1] for i in ids] + [],
         "kind": pa.array([CORPUS[i][2] for i in ids], pa.string()),
     }), root / "seeds.parquet")
-    folder = load_folder()
-    table = load_routing(None, folder)
+    table = load_routing(None, TEMPLATES)
 
     def run(name: str):
         out = f"file://{root}/{name}"
@@ -78,7 +141,7 @@ def routed(spark, tmp_path_factory):
     out, plan, rows = run("run")
     _, _, again = run("rerun")
     for shard in plan["shards"]:  # the echo engine, the real worker, gate and join
-        rephrase_shard(shard["url"], out, lambda: EchoEngine(), WorkerOptions(model="echo"))
+        rephrase_shard(shard["url"], out, lambda: RoutedEngine(), WorkerOptions(model="echo"))
         validate_shard(shard["url"], out, 0.5)
     joined = join_run(out)
     report, _ = collect(out, 2.0)
@@ -114,6 +177,9 @@ def test_the_pick_is_stable_and_the_table_is_in_shards_json(routed):
     entry = routed["plan"]["routing"]
     assert entry["hash"] == routed["table"].hash and entry["url"].endswith("routing.json")
     assert entry["table"] == routed["table"].document()
+    assert check(routed["plan"], contract.ShardsJson, "shards.json")[0] == []
+    assert check(routed["joined"], contract.JoinedJson, "_JOINED.json")[0] == []
+    assert check(routed["report"], contract.ReportJson, "report.json")[0] == []
     used = {t["id"] for t in routed["plan"]["templates"]}
     assert used == set(routed["table"].template_ids())
 
@@ -132,6 +198,7 @@ def test_the_yield_by_domain_adds_up(routed):
         assert sum(t[key] for t in joined["by_template"].values()) == joined[total], key
     assert by_domain["code"]["rows"] == 4 and by_domain["math"]["rows"] == 4
     assert by_domain["web"]["rows"] == 7
+    assert all(d["usable"] for d in by_domain.values())  # some rows of each domain pass
     reported = report["quality"]["by_domain"]
     assert {d: (f["joined"], f["usable"], f["usable_tokens"]) for d, f in reported.items()} == {
         d: (g["rows"], g["usable"], g["usable_output_tokens"]) for d, g in by_domain.items()}
