@@ -79,6 +79,13 @@ ENGINE_STATS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def exported(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this task's metrics go anywhere: pushed to a Pushgateway or served on a
+    port. Work done only for the metrics (vLLM's stat logging) is skipped otherwise."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get(PUSHGATEWAY_ENV) or environ.get(METRICS_PORT_ENV))
+
+
 def push_period(environ: Mapping[str, str] | None = None) -> float:
     """Seconds between pushes (and between samples of the engine's statistics)."""
     environ = os.environ if environ is None else environ

@@ -108,10 +108,14 @@ class VllmEngine:
         self.engine_args = args
         self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
         # `llm` lets a benchmark drive an engine it already loaded (same weights, same args).
-        # Stat logging on (LLM's default is off), for engine_stats(); --engine-args
-        # disable_log_stats=true turns it off again, and engine_stats() then has nothing.
+        # Stat logging on (LLM's default is off) only where the task's metrics go somewhere,
+        # for engine_stats(): its cost per engine step is unmeasured (docs/metrics.md), so
+        # a run without a Pushgateway or a metrics port does not pay it; --engine-args
+        # disable_log_stats wins either way.
+        from synthfactory.metrics import exported
+
         self.llm = llm if llm is not None else LLM(
-            model=model, **{"disable_log_stats": False, **args})
+            model=model, **{"disable_log_stats": not exported(), **args})
         self.sampling = dict(sampling)
         self.params = SamplingParams(**sampling)
         self._rows: dict[str, int] = {}

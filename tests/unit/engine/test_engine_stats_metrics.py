@@ -108,3 +108,13 @@ def test_the_worker_samples_an_engine_that_has_them(tmp_path):
                                                               metrics=metrics))
     assert engine.stats.calls == 2  # the first poll, and the shard's end; not per row
     assert _value(metrics, "prefix_cache_queries") == 100
+
+
+def test_stat_logging_is_paid_only_where_metrics_go_somewhere():
+    """vLLM's stat logging (which engine_stats needs) is asked for only with a
+    Pushgateway or a metrics port: its cost per engine step is not measured yet."""
+    from synthfactory.metrics import exported
+
+    assert exported({}) is False
+    assert exported({"SYNTHFACTORY_PUSHGATEWAY": "127.0.0.1:9091"}) is True
+    assert exported({"SYNTHFACTORY_METRICS_PORT": "9400"}) is True
