@@ -113,3 +113,17 @@ def test_the_query_hint_never_shows_a_password():
     hint = query_hint(settings, "synth.t", RUN, "s3://b/wh/synth/t/metadata/1.metadata.json")
     assert "s3cret" not in hint["pyiceberg"] and "sf:***@db" in hint["pyiceberg"]
     assert "iceberg_scan('s3://b/wh/synth/t/metadata/1.metadata.json')" in hint["duckdb"]
+
+
+def test_the_routing_hash_is_in_the_lineage_when_routed():
+    """ADR 0139: shards.json's routing hash reaches the snapshot and the runs row."""
+    unrouted = lineage_of(_run(_shard(0, {})))
+    assert unrouted.routing_hash is None
+    assert "synthfactory.routing-hash" not in unrouted.snapshot_properties()
+    run = _run(_shard(0, {}))
+    routed = lineage_of(CommittedRun(run.run_url, {
+        **run.shards_json, "routing": {"url": "file:///t/routing.json", "hash": "sha256:ab",
+                                       "table": {}}}, run.shards))
+    assert routed.snapshot_properties()["synthfactory.routing-hash"] == "sha256:ab"
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    assert routed.runs_row("synth.t", 1, when).column("routing_hash").to_pylist() == ["sha256:ab"]
