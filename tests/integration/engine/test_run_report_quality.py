@@ -113,7 +113,7 @@ def test_quality_section_adds_up_against_the_verdicts(gated_run):
         for _, _, reasons in rows:
             for reason in reasons:
                 expected[reason] += 1
-    assert quality["reasons"] == expected and len(expected) == 9  # every reason, zeros too
+    assert quality["reasons"] == expected and len(expected) == 12  # every reason, zeros too
     rewrite, summary = len(REWRITE.split()), len(SUMMARY.split())  # the Scripted counts
     assert quality["by_template"] == {
         "encyclopedic": {"generated": 6, "usable": 1, "yield": round(1 / 6, 4), "joined": 6,
