@@ -565,6 +565,9 @@ class NodeAgent:
             elif "value" not in var and not source:
                 env[var["name"]] = ""
         env.setdefault("HOSTNAME", run.name)
+        # A pod's /metrics listens on every address of its own network; here the host is
+        # the pod network, so a step serves on loopback only (test traffic stays there)
+        env["SYNTHFACTORY_METRICS_ADDR"] = "127.0.0.1"
         return env
 
     def _start_container(self, run: PodRun, body: dict, container: ContainerRun, spec: dict,
