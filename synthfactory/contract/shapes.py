@@ -36,7 +36,10 @@ class RoutingEntry(TypedDict):
 class ShardsJson(TypedDict):
     shards: list[ShardEntry]
     templates: list[TemplateEntry]
-    routing: RoutingEntry | None  # None: no routing table in effect (stitch --routing off)
+    # a RoutingEntry, None when no routing table is in effect (stitch --routing off); typed
+    # as a plain dict so that the shape's keys are the one key docs/contracts.md lists and
+    # the unrouted contract run writes (null)
+    routing: dict[str, Any] | None
     rows_in: int  # documents read
     # (rows_in - quarantined - chunked_documents + chunks) * styles_per_doc without
     # routing; with it each document's K is min(styles_per_doc, templates of its route)
