@@ -28,11 +28,9 @@ log = logging.getLogger(__name__)
 _SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "turtledemo", "__pycache__"}
 
 
-def iter_docstrings(
-    stdlib: Path, min_chars: int, max_chars: int, per_module: int
-) -> Iterator[tuple[str, str]]:
-    """(qualified name, docstring) of modules, classes and functions, in path order;
-    at most ``per_module`` from one file so the corpus spans many topics."""
+def _parsed_modules(stdlib: Path) -> Iterator[tuple[str, ast.Module]]:
+    """(dotted module name, syntax tree) of the standard library's Python files, in path
+    order; test suites, tools and files that do not parse are left out."""
     for path in sorted(stdlib.rglob("*.py")):
         if _SKIP_DIRS.intersection(path.relative_to(stdlib).parts):
             continue
@@ -40,7 +38,15 @@ def iter_docstrings(
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError, OSError):
             continue
-        module = ".".join(path.relative_to(stdlib).with_suffix("").parts)
+        yield ".".join(path.relative_to(stdlib).with_suffix("").parts), tree
+
+
+def iter_docstrings(
+    stdlib: Path, min_chars: int, max_chars: int, per_module: int
+) -> Iterator[tuple[str, str]]:
+    """(qualified name, docstring) of modules, classes and functions, in path order;
+    at most ``per_module`` from one file so the corpus spans many topics."""
+    for module, tree in _parsed_modules(stdlib):
         nodes = [tree, *(n for n in ast.walk(tree) if isinstance(
             n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef))]
         taken = 0
@@ -58,14 +64,7 @@ def iter_module_guides(stdlib: Path, min_chars: int, max_chars: int) -> Iterator
     function's under ``## name``), reaches ``min_chars``: long documents with
     headings, in path order, each cut at the last docstring that keeps it within
     ``max_chars``. The demo's window cannot hold them: stitch cuts them into chunks."""
-    for path in sorted(stdlib.rglob("*.py")):
-        if _SKIP_DIRS.intersection(path.relative_to(stdlib).parts):
-            continue
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, OSError):
-            continue
-        module = ".".join(path.relative_to(stdlib).with_suffix("").parts)
+    for module, tree in _parsed_modules(stdlib):
         head = ast.get_docstring(tree, clean=True)
         if not head or module.startswith("_") or "._" in module:
             continue
