@@ -225,12 +225,7 @@ class RephraseMetrics:
 
     def close(self) -> None:
         """The last push (the figures at the end of the task); /metrics stops."""
-        if self._pusher is not None:
-            self._pusher.stop()
-            self._pusher = None
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        _stop_exporting(self)
 
 
 class StepMetrics:
@@ -290,12 +285,17 @@ class StepMetrics:
         seconds = time.monotonic() - self._started
         self.seconds.set_function(lambda: seconds)
         self.running.set(0)
-        if self._pusher is not None:
-            self._pusher.stop()
-            self._pusher = None
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        _stop_exporting(self)
+
+
+def _stop_exporting(metrics: RephraseMetrics | StepMetrics) -> None:
+    """The last push and /metrics stopped, as both close() end: each at most once."""
+    if metrics._pusher is not None:
+        metrics._pusher.stop()
+        metrics._pusher = None
+    if metrics._server is not None:
+        metrics._server.stop()
+        metrics._server = None
 
 
 def start_pusher(registry: CollectorRegistry, grouping_key: Mapping[str, str],
