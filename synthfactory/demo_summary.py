@@ -96,13 +96,17 @@ def joined_example(run_url: str) -> list[str]:
 
 def _first_source(run_url: str, doc_id: str) -> str:
     """The document's first chunk's text, as its prompt row holds it (after the
-    shipped templates' ``Text:`` line)."""
+    shipped templates' ``Text:`` line): the shards are searched in order by their keys
+    alone, and only the first that has it is read for its text."""
     plan = storage.run_folder(run_url).shards_plan() or {}
     for shard in plan.get("shards") or []:
-        prompts = storage.read_table(shard["url"], columns=["doc_id", "chunk_index", "user"])
-        for row in prompts.to_pylist():
-            if row["doc_id"] == doc_id and row["chunk_index"] == 0:
-                return row["user"].split("Text:\n", 1)[-1]
+        keys = storage.read_table(shard["url"], columns=["doc_id", "chunk_index"])
+        for i, (doc, chunk) in enumerate(zip(keys.column("doc_id").to_pylist(),
+                                             keys.column("chunk_index").to_pylist(),
+                                             strict=True)):
+            if doc == doc_id and chunk == 0:
+                user = storage.read_table(shard["url"], columns=["user"]).column("user")[i]
+                return user.as_py().split("Text:\n", 1)[-1]
     return ""
 
 
