@@ -110,11 +110,45 @@ def test_the_worker_samples_an_engine_that_has_them(tmp_path):
     assert _value(metrics, "prefix_cache_queries") == 100
 
 
-def test_stat_logging_is_paid_only_where_metrics_go_somewhere():
+def test_stat_logging_is_paid_only_where_metrics_go_somewhere(monkeypatch):
     """vLLM's stat logging (which engine_stats needs) is asked for only with a
-    Pushgateway or a metrics port: its cost per engine step is not measured yet."""
+    Pushgateway or a metrics port: its cost per engine step is not measured yet. What
+    VllmEngine hands vLLM's LLM is read off a stand-in ``vllm`` module (vLLM is neither
+    imported nor started); --engine-args disable_log_stats wins either way."""
+    import os
+    import sys
+    import types
+
     from synthfactory.metrics import exported
+    from synthfactory.rephrase import engines
 
     assert exported({}) is False
     assert exported({"SYNTHFACTORY_PUSHGATEWAY": "127.0.0.1:9091"}) is True
     assert exported({"SYNTHFACTORY_METRICS_PORT": "9400"}) is True
+
+    built: list[dict] = []
+
+    class LLM:
+        def __init__(self, model, **kwargs):
+            built.append(kwargs)
+
+    def engine_kwargs(environ: dict, engine_args: dict) -> dict:
+        # the process environment the engine reads (and writes its settings into)
+        monkeypatch.setattr(os, "environ", dict(environ))
+        VllmEngine("no-model", engine_args, {"max_tokens": 8})
+        return built.pop()
+
+    # undone before the test ends: the heavy-import guard sees no vllm module left behind
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "vllm", types.SimpleNamespace(
+            LLM=LLM, SamplingParams=lambda **kw: kw))
+        patch.setattr(engines, "has_cuda", lambda: False)  # no torch import either
+        nowhere = engine_kwargs({}, {})
+        pushed = engine_kwargs({"SYNTHFACTORY_PUSHGATEWAY": "127.0.0.1:9091"}, {})
+        served = engine_kwargs({"SYNTHFACTORY_METRICS_PORT": "9400"}, {})
+        told_off = engine_kwargs({"SYNTHFACTORY_METRICS_PORT": "9400"},
+                                 {"disable_log_stats": True})
+        told_on = engine_kwargs({}, {"disable_log_stats": False})
+    assert nowhere["disable_log_stats"] is True  # nothing exported: not paid
+    assert pushed["disable_log_stats"] is False and served["disable_log_stats"] is False
+    assert told_off["disable_log_stats"] is True and told_on["disable_log_stats"] is False
