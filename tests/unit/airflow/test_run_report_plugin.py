@@ -61,6 +61,11 @@ def figure(doc, key: str) -> str:
     return element.get("data-value")
 
 
+def _ratio(value: float | None) -> str:
+    """A token yield as the page shows it (three decimals; a dash for none)."""
+    return "–" if value is None else f"{value:.3f}"
+
+
 def check_figures(doc, report: dict) -> None:
     assert figure(doc, "documents_in") == str(report["documents_in"])
     assert figure(doc, "prompt_rows") == str(report["prompts"]["rows"])
@@ -154,16 +159,24 @@ def test_finished_run_report_page_shows_the_quality_section(engine_run):
     for key in ("seed_tokens", "covered_tokens", "usable_tokens"):
         assert figure(doc, key) == str(y[key]), key
     assert figure(doc, "token_yield") == str(y["yield"])
-    token_yields = {tr.get("data-template"): tr.get("data-token-yield")
+    (shown_yield,) = doc.xpath('//*[@data-figure="token_yield"]/dd')
+    assert shown_yield.text_content() == _ratio(y["yield"])  # what the reader sees too
+    token_yields = {tr.get("data-template"): (tr.get("data-token-yield"),
+                                              tr.xpath("./td")[-1].text_content())
                     for tr in doc.xpath('//table[@id="yield"]//tr[@data-template]')}
-    assert token_yields == {t: "" if v["token_yield"] is None else str(v["token_yield"])
+    assert token_yields == {t: ("" if v["token_yield"] is None else str(v["token_yield"]),
+                                _ratio(v["token_yield"]))
                             for t, v in quality["by_template"].items()}
-    # and per domain (ADR 0139): the join's counts by the documents' domain
+    # and per domain (ADR 0139): the join's counts by the documents' domain, its yield
     assert quality["by_domain"]
     by_domain = {tr.get("data-domain"): (int(tr.get("data-joined")), int(tr.get("data-usable")),
-                                          int(tr.get("data-usable-tokens")))
+                                          int(tr.get("data-usable-tokens")),
+                                          tr.get("data-token-yield"),
+                                          tr.xpath("./td")[-1].text_content())
                  for tr in doc.xpath('//table[@id="yield-by-domain"]//tr[@data-domain]')}
-    assert by_domain == {d: (v["joined"], v["usable"], v["usable_tokens"])
+    assert by_domain == {d: (v["joined"], v["usable"], v["usable_tokens"],
+                             "" if v["token_yield"] is None else str(v["token_yield"]),
+                             _ratio(v["token_yield"]))
                          for d, v in quality["by_domain"].items()}
     examples = doc.xpath("//article[@data-rejected-example]")
     assert [e.get("data-rejected-example") for e in examples] == [
