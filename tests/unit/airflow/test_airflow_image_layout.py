@@ -7,6 +7,7 @@ into a wheel with pip, as its `RUN pip install /opt/synthfactory` does.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ from tests.support.paths import AIRFLOW, ROOT
 
 DOCKERFILE = ROOT / "docker" / "airflow.Dockerfile"
 PACKAGE_ROOT = "/opt/synthfactory/"
+ROUTING_TABLE = "synthfactory/templates/routing.json"  # the trigger form lists its routes
 
 
 def _copies() -> list[tuple[str, str]]:
@@ -73,8 +75,29 @@ def test_image_wheel_holds_the_airflow_layer_and_the_contract_only(image_wheel):
     assert any(n.startswith("synthfactory/contract/") for n in names)
     engine = [n for n in names if n.startswith("synthfactory/")
               and not n.startswith(("synthfactory/contract/", "synthfactory/__init__"))]
-    assert engine == []  # no engine code in the Airflow image
+    assert engine == [ROUTING_TABLE]  # no engine code in the Airflow image: one data file
     assert not any(n.startswith(("operators/", "plugins/")) for n in names)
+
+
+def test_image_carries_the_routing_table_the_trigger_form_lists(image_wheel, tmp_path):
+    """The `routing` Param's description lists the shipped routes (routing_form.py reads
+    routing.json beside the contract): installed as the image installs it, the contract
+    finds the table, the same file as the repository's, and does not fall back to naming
+    it."""
+    assert image_wheel.read(ROUTING_TABLE) == (ROOT / ROUTING_TABLE).read_bytes()
+    image_wheel.extractall(tmp_path)
+    # -S: no site-packages, so the development install cannot stand in for the image's
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from synthfactory.contract import routing_form as f; "
+            "print(f.SHIPPED_ROUTING); print(f.routes_line())")
+    result = subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    where, line = result.stdout.splitlines()
+    assert Path(where) == tmp_path / ROUTING_TABLE
+    assert line.startswith("buckets of quality_column: ") and "routes: " in line, line
+    for domain in json.loads((ROOT / ROUTING_TABLE).read_text())["routes"]:
+        assert f"{domain} " in line, (domain, line)
 
 
 def test_image_wheel_registers_the_run_report_plugin(image_wheel):
@@ -90,7 +113,6 @@ def test_image_wheel_registers_the_run_report_plugin(image_wheel):
 def test_airflow_loads_the_run_report_plugin_once_from_the_entry_point(tmp_path):
     """The development environment loads it the way the image does: from the installed
     distribution, with an empty plugins folder, and without an import error."""
-    import json
     import os
 
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path),
