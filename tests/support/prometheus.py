@@ -82,13 +82,50 @@ def prometheus(scrape: str, workdir: Path, interval_s: int = 1) -> Iterator[str]
         proc.wait(timeout=30)
 
 
-def query(url: str, expr: str) -> list[dict]:
-    """An instant query through Prometheus's HTTP API: its result vector."""
-    qs = urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{qs}", timeout=10) as response:
+def _api(url: str, path: str, params: dict | list) -> dict | list:
+    qs = urllib.parse.urlencode(params)
+    with urllib.request.urlopen(f"{url}/api/v1/{path}?{qs}", timeout=30) as response:
         body = json.load(response)
     assert body["status"] == "success", body
-    return body["data"]["result"]
+    return body["data"]
+
+
+def query(url: str, expr: str, at: float | None = None) -> list[dict]:
+    """An instant query through Prometheus's HTTP API, now or at ``at`` (Unix seconds): its
+    result vector."""
+    return _api(url, "query", {"query": expr, **({"time": f"{at:.3f}"} if at else {})})["result"]
+
+
+def query_range(url: str, expr: str, start: float, end: float, step: float = 1) -> list[dict]:
+    """A range query (``expr`` evaluated every ``step`` seconds from ``start`` to ``end``):
+    its result matrix, each series with its ``values`` [[t, "v"], ...]."""
+    return _api(url, "query_range", {"query": expr, "start": f"{start:.3f}",
+                                     "end": f"{end:.3f}", "step": str(step)})["result"]
+
+
+def series(url: str, match: str, start: float, end: float) -> list[dict[str, str]]:
+    """The label sets of every series matching ``match`` that Prometheus stored between
+    ``start`` and ``end``."""
+    return _api(url, "series", [("match[]", match), ("start", f"{start:.3f}"),
+                                ("end", f"{end:.3f}")])
+
+
+def alert_rules(path: Path) -> dict[str, str]:
+    """{alert name: its expression} of a Prometheus rule file."""
+    import yaml
+
+    groups = yaml.safe_load(path.read_text())["groups"]
+    return {rule["alert"]: rule["expr"].strip() for group in groups
+            for rule in group["rules"] if "alert" in rule}
+
+
+def have_binaries() -> bool:
+    """Whether this machine has Debian's Prometheus and Pushgateway (a fixture that must
+    not skip asks this first; the tests that read them skip, or fail under CI=true,
+    through ``required_binary``)."""
+    import shutil
+
+    return bool(shutil.which("prometheus") and shutil.which("prometheus-pushgateway"))
 
 
 def scraped(gateway: str, name: str) -> dict[tuple, float]:
@@ -102,3 +139,17 @@ def scraped(gateway: str, name: str) -> dict[tuple, float]:
 def matching(series: dict[tuple, float], **labels: str) -> list[float]:
     """The values of the series carrying every one of ``labels``."""
     return [v for key, v in series.items() if labels.items() <= dict(key).items()]
+
+
+def dashboard_targets(path: Path) -> list[tuple[str, str]]:
+    """("panel title refId", query) of every target of a Grafana dashboard."""
+    dashboard = json.loads(path.read_text())
+    return [(f"{panel['title']} {target['refId']}", target["expr"])
+            for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    """A dashboard query with its template variables, as Grafana substitutes them."""
+    import re
+
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], expr)
