@@ -12,6 +12,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
+from synthfactory.contract import steps
 from synthfactory_airflow.operators.runners import runner_for
 from synthfactory_airflow.operators.settings import Settings
 
@@ -95,14 +96,7 @@ with DAG(
 ) as dag:
     Step(
         task_id="sweep_engine_args",
-        arguments=["sweep", "--shard", "{{ params.shard }}", "--model", "{{ params.model }}",
-                   "--grid", "{{ params.grid | tojson }}", "--out", OUT,
-                   "--sample-rows", "{{ params.sample_rows }}",
-                   "--max-new-tokens", "{{ params.max_new_tokens }}",
-                   "--gpu-hour-usd", "{{ params.gpu_hour_cost }}",
-                   "--safety-margin", "{{ params.safety_margin }}",
-                   "{{ '--apply' if params.apply else '--no-apply' }}",
-                   "--engine", "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}"],
-        **RUNNER.step_kwargs("gpu", "engine_sweep"),
+        arguments=steps.argv("sweep", {"--out": OUT}),  # the steps table's flags
+        **RUNNER.step_kwargs(steps.SWEEP.kind, "engine_sweep"),
         **RUNNER.endpoint_kwargs(),
     )

@@ -11,7 +11,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param, chain
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES
+from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, steps
 from synthfactory.contract.routing_form import routes_line
 from synthfactory_airflow.operators.param_rules import check_params_task
 from synthfactory_airflow.operators.runners import runner_for
@@ -218,51 +218,25 @@ with DAG(
 ) as dag:
     # Rules between fields and unknown conf keys fail the run before any work starts.
     check = check_params_task(params)
+    # Each task's argv is rendered from the steps table (synthfactory/contract/steps.py):
+    # every flag that takes a Param is there; `fixed` holds this DAG's own choices.
     crawl = Step(
         task_id="crawl_metadata",
-        arguments=["crawl", "--source", "{{ params.source }}", "--out", RUN + "/manifest",
-                   "--interval-start", "{{ data_interval_start.isoformat() }}",
-                   "--interval-end", "{{ data_interval_end.isoformat() }}",
-                   "--partition-template", "{{ params.partition_template }}"],
-        **RUNNER.step_kwargs("cpu", "crawl_metadata"),
+        arguments=steps.argv("crawl", {"--out": RUN + "/manifest"}),
+        **RUNNER.step_kwargs(steps.CRAWL.kind, "crawl_metadata"),
     )
     stitch = RUNNER.spark_driver_class()(
         task_id="stitch_prompts",
-        arguments=["stitch", "--manifest", RUN + "/manifest", "--run", RUN,
-                   # with routing the table's templates: --templates empty
-                   "--templates", "{{ '' if params.routing else params.templates | join(',') }}",
-                   "--routing", "{{ 'on' if params.routing else 'off' }}",
-                   "--templates-url={{ params.templates_url or '' }}",  # empty: shipped
-                   "--styles-per-doc", "{{ params.styles_per_doc }}",
-                   "--shard-tokens", "{{ params.shard_tokens }}",
-                   "--max-new-tokens", "{{ params.max_new_tokens }}",
-                   "--max-model-len", "{{ params.max_model_len }}",
-                   "--model", "{{ params.model }}",
-                   "--master", "{{ params.spark_master }}",
-                   "--partitions", "{{ params.spark_partitions }}",
-                   "--executors", "{{ params.spark_executors }}",
-                   "--executor-cores", "{{ params.spark_executor_cores }}",
-                   "--executor-memory", "{{ params.spark_executor_memory }}",
-                   "--text-column", "{{ params.text_column }}",
-                   "--id-column", "{{ params.id_column }}",
-                   # optional: one --flag=VALUE item each; stitch reads "--flag=" as unset
-                   "--quality-column={{ params.quality_column or '' }}",
-                   "--domain-column={{ params.domain_column or '' }}",
-                   "--min-quality={{ '' if params.min_quality is none else params.min_quality }}"],
+        arguments=steps.argv("stitch", {"--manifest": RUN + "/manifest", "--run": RUN}),
         **RUNNER.spark_driver_kwargs("stitch_prompts"),
     )
     plan = Step(
         task_id="plan_shards",
-        arguments=["plan", "--run", RUN, "--max-groups", "{{ params.max_shard_groups }}", "--",
-                   "--model", "{{ params.model }}",
-                   "--engine-args", "{{ params.engine_args | tojson }}",
-                   "--engine", "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}",
-                   "--max-new-tokens", "{{ params.max_new_tokens }}",
-                   "--temperature", "{{ params.temperature }}",
-                   "--checkpoint-rows", "{{ params.checkpoint_rows }}",
-                   "--replicas", "{{ params.gpus_per_task }}",
-                   *SETTINGS.dry_run_rephrase_options()],  # [] unless an orchestration dry run
-        **RUNNER.step_kwargs("cpu", "plan_shards"),
+        # after the --: every rephrase task's options that take a Param (plan adds the
+        # shards, the run and the window); the dry-run engine last, so its --engine wins
+        arguments=[*steps.argv("plan", {"--run": RUN}), "--", *steps.passed_on("rephrase"),
+                   *SETTINGS.dry_run_rephrase_options()],
+        **RUNNER.step_kwargs(steps.PLAN.kind, "plan_shards"),
     )
     wait = WaveCapacitySensor(  # the whole wave (pods, or the RayJob's head and workers)
         task_id="wait_for_capacity",
@@ -277,47 +251,38 @@ with DAG(
     # after every group: a long document's chunks may sit in any group (docs/adr/0136)
     join = Step(
         task_id="join_chunks",
-        arguments=["join", "--run", RUN],
-        **RUNNER.step_kwargs("cpu", "join_chunks"),
+        arguments=steps.argv("join", {"--run": RUN}),
+        **RUNNER.step_kwargs(steps.JOIN.kind, "join_chunks"),
     )
     register = Step(
         task_id="register_catalog",
-        arguments=["register", "--run", RUN, "--table", "{{ params.table }}",
-                   *RUNNER.catalog_arguments(),
-                   "--pipeline", "synthetic_rephrase",
-                   "--interval", "{{ data_interval_start.isoformat() }}/"
-                                 "{{ data_interval_end.isoformat() }}",
-                   "--airflow-run-id", "{{ run_id }}",
-                   "--include-rejected={{ params.include_rejected | lower }}"],
+        arguments=steps.argv("register", {"--run": RUN, "--pipeline": "synthetic_rephrase"}),
         outlets=[CATALOG_ASSET],
-        **RUNNER.step_kwargs("cpu", "register_catalog"), **RUNNER.catalog_kwargs(),
+        **RUNNER.step_kwargs(steps.REGISTER.kind, "register_catalog"), **RUNNER.catalog_kwargs(),
     )
     # Reads what every step wrote, not their summaries: nothing lost, duplicated or
     # stale from the manifest to the catalog rows (docs/audit.md).
     audit = Step(
         task_id="audit_run",
-        arguments=["audit", "--run", RUN, "--table", "{{ params.table }}",
-                   "--id-column", "{{ params.id_column }}",  # the seeds' ids, as stitch read
-                   *RUNNER.catalog_arguments()],
-        **{**RUNNER.step_kwargs("cpu", "audit_run"), "retries": 0},  # a retry reads the same
+        arguments=steps.argv("audit", {"--run": RUN}),
+        # a retry reads the same
+        **{**RUNNER.step_kwargs(steps.AUDIT.kind, "audit_run"), "retries": 0},
         **RUNNER.catalog_kwargs(),
     )
     smoke = Step(
         task_id="smoke_test_training",
         # outputs sized to their sources (max_new_tokens auto) may be longer than the
         # smoke model's context: cut them, as a training job's loader would
-        arguments=["smoke", "--run", RUN, "--steps", "{{ params.smoke_steps }}",
-                   "--overlong", "truncate"],
-        **RUNNER.step_kwargs("gpu", "smoke_test_training"),
+        arguments=steps.argv("smoke", {"--run": RUN, "--overlong": "truncate"}),
+        **RUNNER.step_kwargs(steps.SMOKE.kind, "smoke_test_training"),
     )
     # Last, whatever happened before (failed runs too): report.json + figures in the run
     # folder, shown by plugins/run_report. A teardown, so a report written for a failed
     # run does not turn the DAG run green (docs/adr/0101).
     report = Step(
         task_id="write_report",
-        arguments=["report", "--run", RUN, "--dag-id", "{{ dag.dag_id }}",
-                   "--airflow-run-id", "{{ run_id }}"],
-        **RUNNER.step_kwargs("cpu", "write_report"),
+        arguments=steps.argv("report", {"--run": RUN}),
+        **RUNNER.step_kwargs(steps.REPORT.kind, "write_report"),
     ).as_teardown()
     chain(crawl, stitch, plan, wait, *shards, join, register, audit, smoke, report)
     check >> crawl

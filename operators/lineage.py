@@ -3,7 +3,9 @@
 The Airflow OpenLineage provider's listener asks an operator for
 ``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure``
 (``StepLineageMixin``, mixed into the local step operator and the pod operator). The
-answer comes from the task's rendered argv alone, the same in every runner:
+answer comes from the task's rendered argv alone, the same in every runner, read with
+the steps table (synthfactory/contract/steps.py: each step's flags, the run-folder paths
+it reads and writes, and its table):
 
 - the datasets: the seed corpus (crawl's ``--source``), the run folder's ``manifest``,
   ``prompts``, ``generated``, ``verdicts``, ``rejected`` and ``report`` folders, and the
@@ -27,34 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from synthfactory.contract import RunFolder, paths
+from synthfactory.contract import RunFolder, paths, steps
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CATALOG = "synthfactory"  # the engine's default pyiceberg catalog name
 FACET_NAME = "synthfactory"  # the run facet's key in an event's run.facets
 FACET_STEPS = ("rephrase", "validate", "register")  # the steps whose rows have verdicts
-
-# step -> (run-folder inputs, run-folder outputs); crawl's come from its flags
-FOLDERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "stitch": ((paths.MANIFEST,), (paths.PROMPTS,)),
-    "plan": ((paths.PROMPTS,), ()),
-    "rephrase": ((paths.PROMPTS,), (paths.GENERATED,)),
-    "validate": ((paths.PROMPTS, paths.GENERATED), (paths.VERDICTS, paths.REJECTED)),
-    "join": ((paths.PROMPTS, paths.GENERATED, paths.VERDICTS), (paths.JOINED,)),
-    "register": ((paths.JOINED,), ()),
-    "audit": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS,
-               paths.JOINED), ()),
-    "smoke": ((paths.JOINED,), ()),
-    "report": ((paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS),
-               (paths.REPORT,)),
-}
-TABLE_IN, TABLE_OUT = ("audit",), ("register",)
-# Every step's argv names its run folder with --run (rephrase and validate: else their
-# shards'). Before docs/adr/0137, rephrase and stitch said --out and smoke --from-run: a
-# task rendered then (a plan's XCom, a task in flight across the upgrade) is still read.
-RUN_FLAG = "--run"
-FORMER_RUN_FLAGS = {"rephrase": "--out", "stitch": "--out", "smoke": "--from-run"}
 
 
 @dataclass(frozen=True)
@@ -76,70 +56,48 @@ def dataset_of(url: str) -> DatasetName:
 
 
 def table_dataset(table: str, catalog: str | None = None) -> DatasetName:
-    return DatasetName(f"iceberg://{catalog or DEFAULT_CATALOG}", table)
+    return DatasetName(f"iceberg://{catalog or steps.CATALOG_FLAGS[0].default}", table)
 
 
-def flags_of(argv: Sequence[str]) -> dict[str, list[str]]:
-    """``--flag value`` and ``--flag=value`` of a step's argv (repeated flags keep every
-    value), up to a bare ``--`` (plan's options for the rephrase steps are not plan's)."""
-    flags: dict[str, list[str]] = {}
-    items = [str(a) for a in argv]
-    for i, item in enumerate(items):
-        if item == "--":
-            break
-        if item.startswith("--") and "=" in item:
-            flag, _, value = item.partition("=")
-            flags.setdefault(flag, []).append(value)
-        elif item.startswith("--") and i + 1 < len(items) and not items[i + 1].startswith("--"):
-            flags.setdefault(item, []).append(items[i + 1])
-    return flags
+def _values(step: steps.Step, parsed: dict[str, Any], role: str) -> list[str]:
+    """The non-empty values of the step's flags of ``role`` (repeated flags: each)."""
+    out: list[str] = []
+    for flag in step.flags:
+        if flag.role != role:
+            continue
+        value = parsed.get(flag.dest)
+        out += [str(v) for v in (value if isinstance(value, list) else [value]) if v]
+    return out
 
 
-def _first(flags: dict[str, list[str]], flag: str) -> str | None:
-    values = flags.get(flag) or []
-    return values[0] if values and values[0] else None
-
-
-def run_url_of(step: str, flags: dict[str, list[str]]) -> str | None:
-    """The run folder a step's argv names (crawl: the parent of its manifest)."""
-    if step == "crawl":
-        out = _first(flags, "--out")
-        return out.rstrip("/").rsplit("/", 1)[0] if out else None
-    url = _first(flags, RUN_FLAG)
-    if url is None and step in FORMER_RUN_FLAGS:
-        url = _first(flags, FORMER_RUN_FLAGS[step])
-    if url is None and flags.get("--shard"):  # {run}/prompts/shard-00000.parquet
-        url = flags["--shard"][0].rstrip("/").rsplit("/", 2)[0]
-    return url.rstrip("/") if url else None
+def run_url_of(step: steps.Step, parsed: dict[str, Any]) -> str | None:
+    """The run folder a step's argv names: its run flag (an old spelling parses to the
+    same), else its shards' ({run}/prompts/shard-00000.parquet)."""
+    runs = _values(step, parsed, steps.RUN)
+    if runs:
+        return runs[0].rstrip("/")
+    shards = _values(step, parsed, steps.SHARD)
+    return shards[0].rstrip("/").rsplit("/", 2)[0] if shards else None
 
 
 def step_datasets(argv: Sequence[str]) -> tuple[list[DatasetName], list[DatasetName]]:
-    """(inputs, outputs) of one step's argv; ([], []) for one it does not know."""
-    if not argv:
+    """(inputs, outputs) of one step's argv, as the steps table declares them: the
+    datasets its flags name, the run-folder paths it reads and writes, its table; ([], [])
+    for a command the table does not know."""
+    step, parsed = steps.parse_argv(argv)
+    if step is None:
         return [], []
-    step, flags = str(argv[0]), flags_of(argv[1:])
-    inputs: list[DatasetName] = []
-    outputs: list[DatasetName] = []
-    if step == "crawl":
-        inputs += [dataset_of(u) for u in flags.get("--source", []) if u]
-        outputs += [dataset_of(u) for u in flags.get("--out", []) if u]
-        return inputs, outputs
-    if step == "stitch":  # your own templates are read too (--templates-url)
-        inputs += [dataset_of(u) for u in flags.get("--templates-url", []) if u]
-    if step in ("sweep", "quality"):  # no run folder: what their flags name
-        inputs += [dataset_of(u) for u in flags.get("--shard", []) + flags.get("--in", []) if u]
-        outputs += [dataset_of(u) for u in flags.get("--out", []) if u]
-        return inputs, outputs
-    run = run_url_of(step, flags)
-    if run is None or step not in FOLDERS:
-        return inputs, outputs
-    ins, outs = FOLDERS[step]
-    inputs += [dataset_of(f"{run}/{folder}") for folder in ins]
-    outputs += [dataset_of(f"{run}/{folder}") for folder in outs]
-    table = _first(flags, "--table")
-    if table and step in TABLE_IN + TABLE_OUT:
-        (inputs if step in TABLE_IN else outputs).append(
-            table_dataset(table, _first(flags, "--catalog")))
+    inputs = [dataset_of(u) for u in _values(step, parsed, steps.INPUT)]
+    outputs = [dataset_of(u) for u in _values(step, parsed, steps.OUTPUT)]
+    run = run_url_of(step, parsed)
+    if run is not None:
+        inputs += [dataset_of(f"{run}/{folder}") for folder in step.reads]
+        outputs += [dataset_of(f"{run}/{folder}") for folder in step.writes]
+    tables = _values(step, parsed, steps.TABLE)
+    if tables and step.table:
+        catalogs = _values(step, parsed, steps.CATALOG)
+        (inputs if step.table == "reads" else outputs).append(
+            table_dataset(tables[0], catalogs[0] if catalogs else None))
     return inputs, outputs
 
 
@@ -160,10 +118,10 @@ def template_entries(templates: Sequence[dict] | None) -> list[dict[str, Any]]:
     return out
 
 
-def _shard_names(flags: dict[str, list[str]], run: RunFolder) -> list[str]:
+def _shard_names(shard_urls: list[str], run: RunFolder) -> list[str]:
     """The shards a step concerns: its ``--shard`` flags, else every shard of the plan."""
     names = []
-    for url in flags.get("--shard", []):
+    for url in shard_urls:
         match = paths.SHARD_NAME.search(url.rstrip("/").rsplit("/", 1)[-1])
         if match:
             names.append(match.group(0))
@@ -184,11 +142,12 @@ def facet_fields(argv: Sequence[str], summary: dict | None,
     ``rows_quarantined``, ``model`` and ``templates``; validate's ``usable``/``rejected``.
     The rest from the run folder: ``prompts/shards.json``'s templates, each shard's
     ``_COMMITTED.json`` (model, quarantined) and validation JSON (usable, rejected)."""
-    step = str(argv[0]) if argv else ""
-    if step not in FACET_STEPS:
+    parsed_step, parsed = steps.parse_argv(argv)
+    if parsed_step is None or parsed_step.name not in FACET_STEPS:
         return None
-    flags = flags_of(argv[1:])
-    run_url = run_url_of(step, flags)
+    step = parsed_step.name
+    run_url = run_url_of(parsed_step, parsed)
+    shard_urls = _values(parsed_step, parsed, steps.SHARD)
     summary = summary if isinstance(summary, dict) else {}
     fields: dict[str, Any] = {"step": step, "runUrl": run_url, "model": None,
                               "templates": template_entries(summary.get("templates")),
@@ -199,21 +158,21 @@ def facet_fields(argv: Sequence[str], summary: dict | None,
     model = summary.get("model") if isinstance(summary.get("model"), str) else None
     if run_url and (model is None or not fields["templates"] or None in rows.values()):
         try:
-            model, rows = _from_run_folder(RunFolder(run_url, read_json), flags, fields,
+            model, rows = _from_run_folder(RunFolder(run_url, read_json), shard_urls, fields,
                                            model, rows, step)
         except Exception as exc:  # lineage never fails a task: keep what the summary gave
             log.warning("OpenLineage: could not read %s (%s)", run_url, exc)
-    fields["model"] = model or _first(flags, "--model")
+    fields["model"] = model or parsed.get("model") or None
     fields["rows"] = {k: v for k, v in rows.items() if v is not None}
     return fields
 
 
-def _from_run_folder(run: RunFolder, flags: dict[str, list[str]], fields: dict[str, Any],
+def _from_run_folder(run: RunFolder, shard_urls: list[str], fields: dict[str, Any],
                      model: str | None, rows: dict[str, int | None],
                      step: str) -> tuple[str | None, dict[str, int | None]]:
     if not fields["templates"]:
         fields["templates"] = template_entries((run.shards_plan() or {}).get("templates"))
-    names = _shard_names(flags, run)
+    names = _shard_names(shard_urls, run)
     commits = [c for c in (run.commit(n) for n in names) if c]
     if model is None:
         model = ", ".join(sorted({str(c["model"]) for c in commits if c.get("model")})) or None

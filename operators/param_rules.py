@@ -2,8 +2,9 @@
 
 JSON schema checks each Param alone (the form refuses a bad one before a run exists);
 these rules span fields, or look at the run's conf itself, which the schema lets
-through. Plain Python: no engine import, so ``check_params`` costs a second, not a
-Spark or vLLM start.
+through. The rules are the steps table's (synthfactory/contract/steps.py): the
+functions stitch and the engine entries run on the command line. Plain Python: no engine
+import, so ``check_params`` costs a second, not a Spark or vLLM start.
 """
 
 from __future__ import annotations
@@ -12,53 +13,34 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from synthfactory.contract import STYLES
+from synthfactory.contract import STYLES, steps
 from synthfactory_airflow.operators.template_folder import template_ids
+
+# the steps of synthetic_rephrase whose rules check_params runs (plan passes the rephrase
+# options on: their rules apply to the trigger's Params too)
+RUN_STEPS = ("crawl", "stitch", "plan", "rephrase", "register", "audit", "smoke", "report")
 
 
 def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
              known: Iterable[str],
-             list_templates: Callable[[str], set[str]] = template_ids) -> list[str]:
+             list_templates: Callable[[str], set[str]] = template_ids,
+             step_names: Iterable[str] = RUN_STEPS) -> list[str]:
     """One line per broken rule, each naming the field(s); empty when all hold.
-    ``list_templates``: the template ids a ``templates_url`` folder holds."""
+    ``list_templates``: the template ids a ``templates_url`` folder holds; ``step_names``:
+    the steps whose rules apply (the steps table's, synthfactory/contract/steps.py)."""
     known = sorted(known)
     found: list[str] = []
     for key in sorted(set(conf) - set(known)):
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         found.append(f"conf key {key!r}: not a Param of this DAG{hint}; it would be ignored")
-    templates = params.get("templates") or []
     # with routing, stitch takes the routing table's templates and checks the table with
     # the folder (ADR 0139): `templates` is not sent
     if not params.get("routing"):
-        found += template_problems(templates, params.get("templates_url"), list_templates)
-    chosen = len(set(templates))
-    if not params.get("routing") and params.get("styles_per_doc", 1) > chosen:
-        found.append(
-            f"styles_per_doc={params['styles_per_doc']}: more than the {chosen} template(s) "
-            f"chosen in templates={list(templates)}"
-        )
-    if params.get("shard_tokens", 0) < params.get("max_model_len", 0):
-        found.append(
-            f"shard_tokens={params['shard_tokens']}: below max_model_len="
-            f"{params['max_model_len']}; one prompt plus its output would not fit in a shard"
-        )
-    engine_window = (params.get("engine_args") or {}).get("max_model_len")
-    if (isinstance(engine_window, int) and not isinstance(engine_window, bool)
-            and engine_window < params.get("max_model_len", 0)):
-        found.append(
-            f"engine_args max_model_len={engine_window}: below max_model_len="
-            f"{params['max_model_len']}, the window stitch cuts the prompts for and every "
-            "rephrase task runs with; raise it or leave it out of engine_args")
-    if params.get("min_quality") is not None and not params.get("quality_column"):
-        found.append(
-            f"min_quality={params['min_quality']}: needs quality_column, the seed files' "
-            "column to compare with it; set quality_column or empty min_quality"
-        )
-    if params.get("engine") == "endpoint" and params.get("engine_args"):
-        found.append(
-            f"engine_args={params['engine_args']}: engine = endpoint takes its engine "
-            "arguments from the server; empty engine_args or use engine = offline")
+        found += template_problems(params.get("templates") or [], params.get("templates_url"),
+                                   list_templates)
+    # the rules between fields of the DAG's steps: the same functions the engine runs
+    found += steps.problems(step_names, params, steps.param_name(params))
     return found
 
 

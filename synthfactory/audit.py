@@ -76,14 +76,6 @@ class AuditReport:
                                                       "clean": not self.problems}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run URL: {root}/{pipeline}/{interval}")
-    parser.add_argument("--table", help="NAMESPACE.TABLE the run was registered into; "
-                                        "with it the catalog rows are checked too")
-    parser.add_argument("--id-column", default="id", help="document id column of the seeds")
-    config.add_catalog_arguments(parser)
-
-
 def run(args: argparse.Namespace) -> dict:
     settings = config.settings_from_args(args) if args.table else None
     report = audit(args.run, args.table, settings, args.id_column)

@@ -1,11 +1,11 @@
 """The ``synthfactory`` console script.
 
-Every subcommand lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> dict`` (a list where Airflow maps over it). Modules are imported
-lazily so ``synthfactory crawl`` does not pay for torch or vLLM. The returned value is
-the step's summary: it is printed as the last line of stdout and written to the result
-file (see :mod:`synthfactory.result`), which is how Airflow reads it as XCom in both
-runners.
+Every subcommand lives in its own module exposing ``run(args) -> dict`` (a list where
+Airflow maps over it); a step's flags are the steps table's (synthfactory/contract/
+steps.py), a tool's its module's ``add_arguments(parser)``. Modules are imported lazily
+so ``synthfactory crawl`` does not pay for torch or vLLM. The returned value is the
+step's summary: it is printed as the last line of stdout and written to the result file
+(see :mod:`synthfactory.result`), which is how Airflow reads it as XCom in both runners.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 
+from synthfactory.cli_alias import deprecated_flag
 from synthfactory.contract import (
     DEBUG_ENV,
     EXIT_DONE,
@@ -25,30 +26,25 @@ from synthfactory.contract import (
     PUSHGATEWAY_ENV,
 )
 from synthfactory.contract.names import METRICS_PORT_ENV
+from synthfactory.contract.steps import STEPS
+from synthfactory.contract.steps import add_arguments as add_step_arguments
 from synthfactory.errors import SynthfactoryError
 from synthfactory.result import publish
 
-# name -> (module, one-line help): the list `synthfactory --help` prints.
-COMMANDS: dict[str, tuple[str, str]] = {
+# name -> (module, one-line help): the list `synthfactory --help` prints. The steps a DAG
+# runs are declared in the steps table (synthfactory/contract/steps.py), flags and all;
+# the rest are tools a user runs by hand, each module with its own add_arguments.
+TOOLS: dict[str, tuple[str, str]] = {
     "corpus": ("synthfactory.corpus", "build the seed corpus from the Python stdlib docstrings"),
     "model": ("synthfactory.model", "prepare the embedded model folder (model prepare)"),
-    "crawl": ("synthfactory.crawl.command", "list source partitions into a parquet manifest"),
-    "stitch": ("synthfactory.stitch.command", "Spark: stitch templates onto documents, cut shards"),
-    "plan": ("synthfactory.plan", "group shards for the rephrase wave and size the wave"),
-    "rephrase": ("synthfactory.rephrase.command", "vLLM: rephrase prompt shards, checkpointed"),
-    "validate": ("synthfactory.validate", "per-shard token statistics and quality flags"),
     "quality": ("synthfactory.quality.command", "per-row quality verdicts over a Parquet table"),
-    "join": ("synthfactory.join", "join each document's chunk outputs back, in order"),
-    "register": ("synthfactory.catalog.command", "register committed shards in an Iceberg table"),
     "catalog": ("synthfactory.catalog.browse", "list catalog tables and runs"),
-    "audit": ("synthfactory.audit", "check a run end to end: nothing lost, duplicated or stale"),
-    "smoke": ("synthfactory.training.smoke_command", "train a tiny model on synthetic lengths"),
     "preview-lengths": ("synthfactory.training.preview_command", "preview a length spec"),
-    "sweep": ("synthfactory.sweep.command", "grid-search vLLM engine arguments"),
-    "report": ("synthfactory.report.command", "write a run's report.json and figures"),
     "estimate": ("synthfactory.estimate.command",
                  "GPU-hours, wall-clock, dollars, shards and runs for a token target"),
 }
+COMMANDS: dict[str, tuple[str, str]] = {
+    **{name: (step.module, step.help) for name, step in STEPS.items()}, **TOOLS}
 
 
 def _usage() -> str:
@@ -90,10 +86,17 @@ def _step_metrics(name: str):
     return step_metrics(name)
 
 
-def build_parser(name: str) -> argparse.ArgumentParser:
-    """The parser of subcommand ``name``, as ``main`` parses it (imports its module)."""
-    parser = argparse.ArgumentParser(prog=f"synthfactory {name}", description=COMMANDS[name][1])
-    importlib.import_module(COMMANDS[name][0]).add_arguments(parser)
+def build_parser(name: str, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser
+                 ) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, as ``main`` parses it (imports its module);
+    ``parser_class``: an ArgumentParser subclass (a test's, raising instead of exiting)."""
+    parser = parser_class(prog=f"synthfactory {name}", description=COMMANDS[name][1])
+    module = importlib.import_module(COMMANDS[name][0])
+    if name in STEPS:  # the table's flags, then those another owner declares (the engines')
+        add_step_arguments(parser, STEPS[name], alias=deprecated_flag)
+        getattr(module, "add_more_arguments", lambda _parser: None)(parser)
+    else:
+        module.add_arguments(parser)
     return parser
 
 

@@ -69,10 +69,6 @@ _GENERATED = {"id", "template_id", "row", "output_text", "prompt_tokens", "outpu
               "finish_reason", "model"}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run URL: {root}/{pipeline}/{interval}")
-
-
 def run(args: argparse.Namespace) -> JoinedJson:
     summary = join_run(storage.normalize(args.run))
     log.info("joined %d generated rows into %d rows (%d of chunked documents), %d usable, "

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 
 from synthfactory import storage
-from synthfactory.cli_types import positive_int
 from synthfactory.contract import PlanGroup
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
@@ -38,14 +37,6 @@ def group_shards(shards: list[dict], max_groups: int) -> list[list[dict]]:
         groups[index].append(shard)
         running += shard["tokens"]
     return [g for g in groups if g]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run URL (reads prompts/shards.json)")
-    parser.add_argument("--max-groups", type=positive_int, required=True,
-                        help="at most this many rephrase tasks (<= Airflow's max_map_length)")
-    parser.add_argument("rephrase_options", nargs=argparse.REMAINDER,
-                        help="-- then options passed to every `synthfactory rephrase`")
 
 
 def check_entries(shards: list, where: str) -> None:

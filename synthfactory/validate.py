@@ -12,7 +12,6 @@ import numpy as np
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.cli_types import fraction
 from synthfactory.contract import QualityCounts, ValidationJson, paths
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.faults import pause_point
@@ -126,13 +125,6 @@ def quality_counts(columns: dict[str, list]) -> QualityCounts:
             "usable_output_tokens": sum(n for n, ok in zip(columns["output_tokens"],
                                                            columns["usable"], strict=True) if ok),
             "by_template": dict(sorted(by_template.items()))}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shard", action="append", required=True, help="prompt shard URL")
-    parser.add_argument("--run", default=None, help="run URL (default: the shard's run)")
-    parser.add_argument("--max-repetition", type=fraction, default=0.5,
-                        help="flag outputs whose repeated 4-gram share exceeds this")
 
 
 def run(args: argparse.Namespace) -> dict:

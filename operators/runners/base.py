@@ -13,10 +13,6 @@ from typing import Any, ClassVar
 
 from synthfactory_airflow.operators.settings import Settings
 
-# The catalog URI goes on argv only when it is not a connection's (which has a password):
-# then the engine reads $SYNTHFACTORY_CATALOG_URI, set from the connection by the local
-# runner, or by the worker Secret (envFrom) on Kubernetes. docs/adr/0070.
-CATALOG_URI_ARGUMENT = "{{ '' if params.catalog_conn_id else params.catalog_uri }}"
 POOLS = ("gpu", "cpu")
 
 
@@ -56,10 +52,6 @@ class Runner(ABC):
     @abstractmethod
     def default_catalog_uri(self) -> str:
         """The catalog_uri Param's default."""
-
-    def catalog_arguments(self) -> list[str]:
-        """``--catalog-uri``/``--warehouse`` of the steps that open the catalog."""
-        return ["--catalog-uri", CATALOG_URI_ARGUMENT, "--warehouse", "{{ params.warehouse }}"]
 
     @abstractmethod
     def catalog_kwargs(self) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from synthfactory.catalog.iceberg_table import (
 )
 from synthfactory.catalog.lineage import PROPERTY_PREFIX, lineage_of
 from synthfactory.catalog.run_reader import read_committed_run
-from synthfactory.cli_types import yes_no
 from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.join import read_joined
@@ -35,19 +34,6 @@ from synthfactory.join import read_joined
 log = logging.getLogger(__name__)
 
 RUNS_TABLE = "runs"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run URL: {root}/{pipeline}/{interval}")
-    parser.add_argument("--table", required=True, help="target table, NAMESPACE.TABLE")
-    config.add_catalog_arguments(parser)
-    parser.add_argument("--pipeline", help="pipeline name (default: from the run URL)")
-    parser.add_argument("--interval", help="data interval START/END (default: from the run URL)")
-    parser.add_argument("--airflow-run-id", help="the Airflow DAG run id, for lineage")
-    parser.add_argument("--include-rejected", nargs="?", const=True, default=False,
-                        type=yes_no, metavar="true|false",
-                        help="register every generated row, the quality gate's rejected ones "
-                             "too (their usable column is false); default: usable rows only")
 
 
 def run(args: argparse.Namespace) -> dict:

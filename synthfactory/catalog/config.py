@@ -27,11 +27,11 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from synthfactory import storage
 from synthfactory.contract import CATALOG_URI_ENV, DEFAULT_WAREHOUSE, HOME_ENV, has_password
 from synthfactory.contract.catalog_uri import PASSWORD_KEYS, USERINFO, default_catalog_uri
+from synthfactory.contract.names import DEFAULT_CATALOG_NAME  # noqa: F401  (tests import it here)
+from synthfactory.contract.steps import CATALOG_FLAGS
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 
 log = logging.getLogger(__name__)
-
-DEFAULT_CATALOG_NAME = "synthfactory"
 
 
 @dataclass(frozen=True)
@@ -60,17 +60,10 @@ class CatalogSettings:
 
 
 def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--catalog",
-        default=DEFAULT_CATALOG_NAME,
-        help=f"pyiceberg catalog name (default {DEFAULT_CATALOG_NAME!r})",
-    )
-    parser.add_argument(
-        "--catalog-uri",
-        help="overrides the configured URI, e.g. sqlite:////abs/catalog.db or "
-        f"postgresql+psycopg2://user@host:5432/db; one with a password goes in ${CATALOG_URI_ENV}",
-    )
-    parser.add_argument("--warehouse", help="overrides the configured warehouse (file:// or s3://)")
+    """--catalog, --catalog-uri, --warehouse as the steps table declares them for register
+    and audit (``synthfactory catalog`` takes the same three)."""
+    for flag in CATALOG_FLAGS:
+        parser.add_argument(flag.name, default=flag.default, help=flag.help)
 
 
 def settings_from_args(args: argparse.Namespace) -> CatalogSettings:

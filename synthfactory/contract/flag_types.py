@@ -1,6 +1,6 @@
-"""Argument types shared by the subcommands: argparse calls them on the raw string, so
-a bad value ends as argparse's own one-line error naming the flag (exit 2), before any
-Spark, vLLM or storage work starts."""
+"""Argument types of the steps' flags (synthfactory/contract/steps.py): argparse calls
+them on the raw string, so a bad value ends as argparse's own one-line error naming the
+flag (exit 2), before any Spark, vLLM or storage work starts. Standard library only."""
 
 from __future__ import annotations
 
@@ -69,3 +69,25 @@ def number_or_unset(text: str) -> float | None:
     """A finite number, or the empty string for unset (None): ``--min-quality=`` is what
     a DAG renders, as one argv item, for an optional Param left empty."""
     return None if text.strip() == "" else _number(text, float)
+
+
+def price(text: str) -> float:
+    """A price in USD >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a price in USD >= 0")
+    return value
+
+
+def optional_text(text: str) -> str | None:
+    """Text, or the empty string for unset (None): ``--quality-column=`` is what a DAG
+    renders for an optional Param left empty."""
+    return text or None
+
+
+def routing_switch(text: str) -> str:
+    """``on``/``off``; the empty string is ``off``."""
+    return text or "off"

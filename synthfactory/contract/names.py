@@ -39,3 +39,6 @@ PAUSE_RELEASE_ENV = "SYNTHFACTORY_PAUSE_RELEASE"  # ...and wait for this one
 # web-prose ones, the Nemotron-CC tasks for high-quality web text, then code and math.
 STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq", "distill",
           "knowledge_list", "code_tutorial", "code_commented", "math_solution", "math_textbook")
+DEFAULT_GPU_HOUR_USD = 2.50  # an on-demand H100-class hour, order of magnitude
+DEFAULT_CATALOG_NAME = "synthfactory"  # the pyiceberg catalog name steps use by default
+MAX_KEYS_CAP = 1000  # S3's ListObjectsV2 returns at most 1,000 keys a request

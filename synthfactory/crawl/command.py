@@ -14,7 +14,6 @@ import argparse
 import logging
 
 from synthfactory import storage
-from synthfactory.cli_types import non_negative_int, positive_float, positive_int
 from synthfactory.contract import ManifestSummary
 from synthfactory.contract.paths import SUMMARY_NAME
 from synthfactory.crawl import checkpoint
@@ -26,47 +25,6 @@ from synthfactory.crawl.scope import CrawlScope
 from synthfactory.errors import PermanentError
 
 log = logging.getLogger(__name__)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", required=True, help="s3://bucket/prefix or file:///folder")
-    parser.add_argument("--out", required=True, help="manifest folder URL")
-    parser.add_argument("--interval-start", help="data interval start, ISO-8601 (inclusive)")
-    parser.add_argument("--interval-end", help="data interval end, ISO-8601 (exclusive)")
-    parser.add_argument(
-        "--partition-template",
-        help="partition path under the source, e.g. 'dt={ds}' or "
-        "'year={yyyy}/month={mm}/day={dd}' (placeholders ds, ds_nodash, yyyy, mm, dd, hh)",
-    )
-    parser.add_argument(
-        "--scope",
-        choices=("partition", "last-modified", "both"),
-        help="how the interval selects objects: by partition value, by LastModified in "
-        "[start, end), or both (default: partition with a template, else last-modified)",
-    )
-    parser.add_argument(
-        "--allow-missing-partition", action="store_true",
-        help="an interval with no partition gives an empty manifest and a warning "
-        "(default: the crawl fails naming the partition it expected)",
-    )
-    parser.add_argument("--workers", type=positive_int, default=8,
-                        help="concurrent listings (default 8)")
-    parser.add_argument(
-        "--fanout-depth", type=non_negative_int, default=1,
-        help="levels of delimiter listing to fan out over before listing flat (default 1)",
-    )
-    parser.add_argument("--suffix", default=".parquet",
-                        help="only keys ending in this (default .parquet; '' for all)")
-    parser.add_argument("--max-keys", type=positive_int, default=MAX_KEYS_CAP,
-                        help=f"keys per request, capped at {MAX_KEYS_CAP}")
-    parser.add_argument("--rows-per-part", type=positive_int, default=100_000,
-                        help="manifest rows per part file (default 100000)")
-    parser.add_argument("--checkpoint-seconds", type=positive_float, default=30.0,
-                        help="write a part and a checkpoint at least this often (default 30)")
-    parser.add_argument("--retry-mode", choices=("standard", "adaptive"),
-                        help="botocore retry mode (default: AWS_RETRY_MODE, else adaptive)")
-    parser.add_argument("--max-attempts", type=positive_int,
-                        help="botocore attempts per request (default: AWS_MAX_ATTEMPTS, else 10)")
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Protocol
 
 # Real S3 never returns more than 1,000 keys a page; moto does, so our code caps it.
-MAX_KEYS_CAP = 1000
+from synthfactory.contract.names import MAX_KEYS_CAP  # noqa: F401  (declared with the steps table)
 
 
 @dataclass(frozen=True)

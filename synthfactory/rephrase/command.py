@@ -10,13 +10,8 @@ import time
 import pyarrow.compute as pc
 
 from synthfactory import storage
-from synthfactory.cli_alias import deprecated_flag
 from synthfactory.cli_types import (
     AUTO,
-    budget,
-    non_negative_float,
-    positive_int,
-    probability,
 )
 from synthfactory.errors import PermanentError
 from synthfactory.metrics import RephraseMetrics, step_labels
@@ -29,46 +24,9 @@ from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 log = logging.getLogger(__name__)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shard", action="append", required=True,
-                        help="prompt shard URL; repeat for a shard group")
-    run_flag = parser.add_argument("--run", default=None,
-                                   help="run URL (default: the shard's run); gets "
-                                        "generated/, quarantine/")
-    deprecated_flag(parser, "--out", run_flag)
-    parser.add_argument("--model", default=None, help="model folder or name")
-    parser.add_argument("--engine-args", default=None, help="JSON object or @file for vllm.LLM")
-    parser.add_argument("--max-model-len", type=positive_int, default=None,
-                        help="the context window the shards were cut for (stitch's "
-                             "max_model_len; plan passes it from prompts/shards.json): the "
-                             "engine's max_model_len, unless --engine-args sets a larger one; "
-                             "an engine window smaller than it fails the task before any "
-                             "generation. Default: the engine's own")
-    parser.add_argument("--max-new-tokens", type=budget, default=AUTO,
-                        help="one budget for every row; default (auto): each row's own, "
-                             "the shard's max_new_tokens column")
-    parser.add_argument("--temperature", type=non_negative_float, default=0.7)
-    parser.add_argument("--top-p", type=probability, default=0.95)
-    parser.add_argument("--checkpoint-rows", type=positive_int, default=64)
-    # 0 would never submit a request and spin forever, hence positive_int
-    parser.add_argument("--max-in-flight", type=positive_int, default=256,
-                        help="requests queued in the engine at once")
-    parser.add_argument("--replicas", type=positive_int, default=1,
-                        help="engine replicas (Ray actors) pulling this task's shards; 1 "
-                             "without --ray-address runs in this process, without Ray")
-    parser.add_argument("--gpus-per-replica", type=non_negative_float, default=None,
-                        help="GPUs per replica (tensor parallel size); default 1 on a GPU "
-                             "node, 0 on the CPU build")
-    parser.add_argument("--ray-address", default=None,
-                        help="join this Ray cluster (\"auto\" inside a KubeRay RayJob)")
-    parser.add_argument("--replicas-per-node", type=positive_int, default=None,
-                        help="Ray: pin K replicas to each node (the first nodes with room "
-                             "for K); a node that dies takes its replicas with it and their "
-                             "shards go to the surviving nodes' replicas. Default: Ray "
-                             "places replicas by their resources")
-    parser.add_argument("--max-shard-attempts", type=positive_int, default=3,
-                        help="Ray: times a shard is handed out again after its replica died")
-    # --engine and each engine's own flags (--endpoint ..., --echo-delay-s): its entry's
+def add_more_arguments(parser: argparse.ArgumentParser) -> None:
+    """--engine and each engine's own flags: the engine registry's entries (the steps
+    table declares the rest of rephrase's flags, synthfactory/contract/steps.py)."""
     add_engine_arguments(parser, "rephrase")
 
 

@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synthfactory.contract.steps import engine_window_not_smaller, param_name
 from synthfactory.errors import PermanentError
 from synthfactory.hardware import Hardware, default_dtype
 
@@ -69,7 +70,10 @@ def check_window(engine_args: dict, window: int | None, source: str) -> None:
     if isinstance(given, bool) or not isinstance(given, int):
         raise PermanentError(f"{source}: {MAX_MODEL_LEN}={json.dumps(given)}: expected a "
                              f"whole number of tokens (the shard's window is {window})")
-    if given < window:
+    # the steps table's rule, which check_params runs on the trigger's engine_args too;
+    # the message here also names where the arguments came from (engine_args, winner.json)
+    values = {"engine_args": engine_args, "max_model_len": window}
+    if engine_window_not_smaller(values, param_name(values)):
         raise PermanentError(
             f"{source}: {MAX_MODEL_LEN} {given} is smaller than the window the shards were "
             f"cut for, {window} (--max-model-len, stitch's max_model_len): give "

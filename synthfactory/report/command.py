@@ -10,24 +10,11 @@ import argparse
 import datetime as dt
 
 from synthfactory import storage
-from synthfactory.cli_alias import deprecated_flag
-from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
 from synthfactory.contract import paths
 from synthfactory.metrics import delete_run_groups
 from synthfactory.report.collect import collect
 from synthfactory.report.figures import write_figures
-from synthfactory.report.price import DEFAULT_GPU_HOUR_USD, gpu_hour_price, price
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run folder URL (file:// or s3://)")
-    usd = parser.add_argument(
-        "--gpu-hour-usd", type=price, default=None,
-        help=f"USD per device hour for the cost figure (default ${PRICE_ENV} or "
-             f"{DEFAULT_GPU_HOUR_USD})")
-    deprecated_flag(parser, "--gpu-hour-price", usd)
-    parser.add_argument("--dag-id", default=None, help="recorded in the report")
-    parser.add_argument("--airflow-run-id", default=None, help="recorded in the report")
+from synthfactory.report.price import gpu_hour_price
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -7,20 +7,9 @@ import argparse
 import os
 
 from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
+from synthfactory.contract.flag_types import price  # noqa: F401  (estimate imports it here)
+from synthfactory.contract.names import DEFAULT_GPU_HOUR_USD
 from synthfactory.errors import SynthfactoryError
-
-DEFAULT_GPU_HOUR_USD = 2.50  # an on-demand H100-class hour, order of magnitude
-
-
-def price(text: str) -> float:
-    """An argparse type: a price in USD >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a price in USD >= 0")
-    return value
 
 
 def gpu_hour_price(given: float | None) -> float:

@@ -7,8 +7,7 @@ import logging
 import time
 
 from synthfactory import storage
-from synthfactory.cli_alias import deprecated_flag
-from synthfactory.cli_types import budget, number_or_unset, positive_int
+from synthfactory.contract import steps
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
@@ -30,55 +29,6 @@ from synthfactory.stitch.tokens import tokenizer_json
 log = logging.getLogger(__name__)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--manifest", required=True, help="manifest folder URL (crawl output)")
-    run_flag = parser.add_argument("--run", required=True,
-                                   help="run URL; writes prompts/ and quarantine/")
-    deprecated_flag(parser, "--out", run_flag)
-    parser.add_argument("--templates", default="",
-                        help="ID[,ID...] of templates in --templates-url (default: shipped); "
-                             "with --routing on, the templates the routes may use (empty: "
-                             "every template the routing table names)")
-    parser.add_argument("--templates-url", default=None,
-                        help="folder URL (file:// or s3://) of your own template JSON files; "
-                             "empty or absent: the shipped templates (docs/templates.md)")
-    parser.add_argument("--routing", choices=("on", "off"), type=lambda t: t or "off",
-                        default="off",
-                        help="on: each document draws its templates from its route in the "
-                             "routing table (routing.json of --templates-url, else the "
-                             "shipped one) by its domain and quality bucket (ADR 0139); "
-                             "off: from --templates, every document alike")
-    parser.add_argument("--domain-column", type=lambda text: text or None, default=None,
-                        help="seed column naming each document's domain (web, code, math); "
-                             "absent or null: detected from the text")
-    parser.add_argument("--shard-tokens", type=positive_int, required=True,
-                        help="token budget per shard (prompt + max new tokens)")
-    parser.add_argument("--styles-per-doc", type=positive_int, default=1)
-    parser.add_argument("--max-new-tokens", type=budget, default=256,
-                        help="tokens generated per row at most, or auto: the row's source "
-                             "tokens times its template's max_ratio, plus a margin")
-    parser.add_argument("--max-model-len", type=positive_int, default=2048,
-                        help="context window: a document whose prompt and budget do not fit "
-                             "it is cut into chunks that do")
-    parser.add_argument("--text-column", default="text", help="the seed files' text column")
-    parser.add_argument("--id-column", default="id", help="the seed files' document id column")
-    # Empty values mean unset: the DAG renders an optional Param as one --flag=VALUE item.
-    parser.add_argument("--quality-column", type=lambda text: text or None, default=None,
-                        help="numeric column scoring each document (with --min-quality)")
-    parser.add_argument("--min-quality", type=number_or_unset, default=None,
-                        help="stitch only documents whose --quality-column is >= this")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model", default=None, help="model folder with tokenizer.json")
-    parser.add_argument("--master", default="local[*]", help="Spark master URL")
-    parser.add_argument("--partitions", type=positive_int, default=8,
-                        help="Spark partitions for reading, sorting and shuffles (scale out: "
-                             "about 2-3 per executor core)")
-    parser.add_argument("--executors", type=positive_int, default=None,
-                        help="executors on a cluster master (spark://, k8s://); ignored locally")
-    parser.add_argument("--executor-cores", type=positive_int, default=None)
-    parser.add_argument("--executor-memory", default=None, help="JVM heap per executor, e.g. 4g")
-
-
 def manifest_files(manifest_url: str) -> list[str]:
     parts = [u for u in storage.list_files(manifest_url, suffix=".parquet")
              if u.rsplit("/", 1)[-1].startswith("part-")]
@@ -97,13 +47,11 @@ def manifest_files(manifest_url: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    if args.shard_tokens < args.max_model_len:
-        raise SynthfactoryError(
-            f"--shard-tokens {args.shard_tokens} is below --max-model-len {args.max_model_len}: "
-            "one prompt would not fit in a shard"
-        )
-    if args.min_quality is not None and not args.quality_column:
-        raise PermanentError("--min-quality needs --quality-column")
+    # the rules the trigger form's check_params runs too (the steps table's)
+    found = steps.problems(["stitch"], steps.cli_values("stitch", args),
+                           steps.cli_name("stitch", steps.cli_values("stitch", args)))
+    if found:
+        raise PermanentError("; ".join(found))
     names = [n.strip() for n in args.templates.split(",") if n.strip()]
     folder = args.templates_url or None  # the DAG sends "" for shipped
     routing = None

@@ -23,8 +23,6 @@ import tempfile
 from pathlib import Path
 
 from synthfactory import storage
-from synthfactory.cli_alias import deprecated_flag
-from synthfactory.cli_types import positive_float
 from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.engine_registry import add_engine_arguments, engine_kind
@@ -48,39 +46,9 @@ DEFAULTS = {"key": config_key({}), "label": "defaults", "config": {}, "grid_conf
             "role": "baseline"}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shard", required=True, help="prompt shard URL (stitch output)")
-    parser.add_argument("--model", default=None, help="model folder (default: the embedded one)")
-    parser.add_argument("--grid", required=True,
-                        help="JSON/YAML file or URL, or inline JSON: a list of engine-argument "
-                             "objects or a {param: [values]} product")
-    parser.add_argument("--out", required=True, help="sweep folder URL (results, PNG, winner)")
-    usd = parser.add_argument("--gpu-hour-usd", type=float, default=None,
-                              help="USD per device-hour, for cost per billion output tokens")
-    deprecated_flag(parser, "--gpu-hour-cost", usd)
-    parser.add_argument("--sample-rows", type=int, default=32,
-                        help="prompt rows measured per trial (spread over the shard)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--warmup-rows", type=int, default=4,
-                        help="short requests run before the timed sample")
-    parser.add_argument("--safety-margin", type=float, default=0.1,
-                        help="fraction each grid entry's batch and memory knobs are scaled "
-                             "down by before it is measured")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds the finalist and the defaults are measured, alternating "
-                             "(at least 3); the halving may add more")
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True,
-                        help="generate exactly --max-new-tokens per row, so every "
-                             "configuration does the same work (default: on)")
-    parser.add_argument("--apply", action=argparse.BooleanOptionalAction, default=True,
-                        help="write the decision to {model}/synthfactory-engine.json")
-    parser.add_argument("--retry-failed", action="store_true",
-                        help="rerun trials that failed in an earlier run")
-    parser.add_argument("--trial-timeout", type=positive_float, default=1800,
-                        help="seconds one trial may take")
-    # --engine (the engines a sweep can measure) and each one's own flags: its entry's
+def add_more_arguments(parser: argparse.ArgumentParser) -> None:
+    """--engine and each engine's own flags: the engine registry's entries (the steps
+    table declares the rest of sweep's flags, synthfactory/contract/steps.py)."""
     add_engine_arguments(parser, "sweep")
 
 

@@ -7,48 +7,14 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
 from synthfactory import storage
-from synthfactory.cli_alias import deprecated_flag
-from synthfactory.cli_types import non_negative_int, positive_float, positive_int
 from synthfactory.errors import PermanentError, SynthfactoryError
 
 DEFAULT_VOCAB = 49152  # SmolLM2's, the embedded model
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--spec", help="length spec JSON file (URL or path)")
-    run_flag = src.add_argument("--run", help="run URL: lengths (or tokens) of its joined rows")
-    deprecated_flag(src, "--from-run", run_flag)
-    parser.add_argument("--steps", type=positive_int, default=10)
-    parser.add_argument("--real-tokens", action="store_true",
-                        help="with --run: train on the tokenized output_text")
-    parser.add_argument("--tokenizer", help="model folder holding tokenizer.json")
-    parser.add_argument("--vocab-size", type=positive_int,
-                        help="default: the tokenizer's, else 49152")
-    parser.add_argument("--token", choices=("random", "constant"), default="random",
-                        help="synthetic tokens; constant is unfit for MoE routing tests")
-    parser.add_argument("--seq-len", type=positive_int, default=128)
-    parser.add_argument("--batch-size", type=positive_int, default=4)
-    parser.add_argument("--lr", type=positive_float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dp", type=positive_int, default=1,
-                        help="data-parallel ranks (for sharding)")
-    parser.add_argument("--dp-rank", type=non_negative_int, default=0)
-    parser.add_argument("--overlong", choices=("drop", "truncate"), default="drop")
-    parser.add_argument("--packing", choices=("first_fit", "best_fit", "concat_then_split"),
-                        default="first_fit")
-    parser.add_argument("--num-packing-bins", type=positive_int, default=16)
-    parser.add_argument("--d-model", type=positive_int, default=64)
-    parser.add_argument("--layers", type=positive_int, default=2)
-    parser.add_argument("--heads", type=positive_int, default=4)
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--output", help="also write the summary JSON here (URL or path)")
 
 
 def run(args) -> dict:

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from synthfactory.cli import COMMANDS, split_debug
+from synthfactory.cli import COMMANDS, build_parser, split_debug
 
 SHARDS = [{"name": f"shard-0000{i}", "rows": 8, "tokens": 4096} for i in range(2)]
 WINDOW = 3072  # the window its shards.json says stitch cut them for: plan passes it on
@@ -39,9 +39,7 @@ class Parser(argparse.ArgumentParser):
 
 def parser_for(name: str) -> Parser:
     # as synthfactory.cli.main builds it
-    parser = Parser(prog=f"synthfactory {name}", description=COMMANDS[name][1])
-    importlib.import_module(COMMANDS[name][0]).add_arguments(parser)
-    return parser
+    return build_parser(name, Parser)
 
 
 def unknown_options(name: str, rest: list[str]) -> list[str]:

@@ -19,11 +19,10 @@ CORPUS = {"text_column": "content", "id_column": "doc_id", "quality_column": "sc
 # The engine's argparse on the rendered argv: what stitch and audit would run with.
 PARSE = """
 import argparse, importlib, json, sys
-from synthfactory.cli import COMMANDS
+from synthfactory.cli import build_parser
 out = []
 for argv in json.loads(sys.argv[1]):
-    parser = argparse.ArgumentParser()
-    importlib.import_module(COMMANDS[argv[0]][0]).add_arguments(parser)
+    parser = build_parser(argv[0])
     args = vars(parser.parse_args(argv[1:]))
     out.append({k: args.get(k) for k in ("text_column", "id_column", "quality_column",
                                          "min_quality")})

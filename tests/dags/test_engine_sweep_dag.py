@@ -71,7 +71,7 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
         "sweep", "--shard", params["shard"], "--model", "/models/m",
         "--grid", json.dumps(params["grid"]),
         "--out", "s3://bucket/out/engine_sweep/manual__2026-11-30T100000_0000",
-        "--sample-rows", "16", "--max-new-tokens", "64", "--gpu-hour-usd", "3.2",
+        "--gpu-hour-usd", "3.2", "--sample-rows", "16", "--max-new-tokens", "64",
         "--safety-margin", "0.15", "--no-apply", "--engine", "vllm"]
     named = dict(params, sweep_name="h200-week48", apply=True)
     rendered = [env.from_string(a).render(params=named, run_id="x") for a in task.arguments]

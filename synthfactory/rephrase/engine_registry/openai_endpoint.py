@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from synthfactory.cli_types import positive_float
 from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
+from synthfactory.contract.steps import param_name, server_engine_takes_no_engine_args
 from synthfactory.errors import PermanentError
 from synthfactory.rephrase.endpoint import api_base
 from synthfactory.rephrase.engine_registry.base import EngineKind
@@ -73,7 +74,9 @@ class OpenAIEndpoint(EngineKind):
                              "--max-in-flight sets how many requests it is given at once")
 
     def check_engine_args(self, given: dict, model: str, window: int | None) -> dict | None:
-        if given:
+        # the steps table's rule (check_params runs it on the trigger's Params)
+        values = {"engine": self.name, "engine_args": given}
+        if server_engine_takes_no_engine_args(values, param_name(values)):
             raise PermanentError("--engine-args: the engine's arguments belong to the server "
                                  "with --engine endpoint (start it with them); got "
                                  f"{sorted(given)}")

@@ -1,6 +1,5 @@
 """``synthfactory crawl`` against a real S3 protocol: moto server over HTTP, real boto3."""
 
-import argparse
 import json
 import os
 import signal
@@ -12,6 +11,7 @@ from datetime import UTC, datetime
 import pyarrow.parquet as pq
 import pytest
 
+from synthfactory.cli import build_parser
 from synthfactory.crawl import command
 from synthfactory.errors import SynthfactoryError
 from tests.support.paths import ROOT
@@ -25,8 +25,7 @@ DAY = ["--interval-start", "2026-11-29T00:00:00+00:00",
 
 
 def crawl(*argv: str) -> dict:
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
+    parser = build_parser("crawl")  # the steps table's flags, as the CLI parses them
     return command.run(parser.parse_args(list(argv)))
 
 

@@ -267,4 +267,7 @@ def test_empty_quality_flags_mean_unset(tmp_path, capsys):
                      "--templates", "summary", "--shard-tokens", "4096",
                      "--quality-column=", "--min-quality=0.5"])
     assert code == 3
-    assert capsys.readouterr().err.strip().endswith("--min-quality needs --quality-column")
+    # the steps table's rule, in the command line's words (check_params: the Params')
+    assert capsys.readouterr().err.strip().endswith(
+        "--min-quality 0.5: needs --quality-column, the seed files' column to compare with "
+        "it; set --quality-column or empty --min-quality")

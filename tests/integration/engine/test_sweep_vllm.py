@@ -10,7 +10,6 @@ test_sweep_halving.py); what only vLLM can show is here."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from synthfactory import hardware, storage
+from synthfactory.cli import build_parser
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase import command as rephrase_command
 from synthfactory.rephrase import engines
@@ -138,8 +138,7 @@ def _worker_engine_args(tmp_path: Path, model: Path, engine_args: str | None,
             super().__init__()
             seen.update(choose(hardware.cpu_hardware(), args, tuned, model_dir, window).args)
 
-    parser = argparse.ArgumentParser()
-    rephrase_command.add_arguments(parser)
+    parser = build_parser("rephrase")
     run = tmp_path / f"worker-{len(list(tmp_path.glob('worker-*')))}"
     argv = ["--shard", _shard(run), "--model", str(model), "--run", f"file://{run}"]
     if engine_args:

@@ -1,6 +1,5 @@
 """``synthfactory crawl`` over a file:// corpus, the embedded default the demo DAG runs."""
 
-import argparse
 import json
 import os
 
@@ -8,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from synthfactory.cli import main
+from synthfactory.cli import build_parser, main
 from synthfactory.crawl import command
 from synthfactory.errors import EXIT_PERMANENT, PermanentError, SynthfactoryError
 
@@ -17,8 +16,7 @@ DAY = ["--interval-start", "2026-11-29T00:00:00+00:00",
 
 
 def crawl(*argv: str) -> dict:
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
+    parser = build_parser("crawl")  # the steps table's flags, as the CLI parses them
     return command.run(parser.parse_args(list(argv)))
 
 

@@ -4,12 +4,12 @@ stopping the sweep, the decision written with its figures, resume, GPU-only entr
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
 from synthfactory import storage
+from synthfactory.cli import build_parser
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_args import tuned_engine_args
 from synthfactory.sweep import command
@@ -41,8 +41,7 @@ def _fake_trial(calls: list, later: dict | None = None):
 
 
 def _args(tmp_path, grid, **over):
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
+    parser = build_parser("sweep")
     argv = ["--shard", str(tmp_path / "run/prompts/shard-00000.parquet"),
             "--model", str(tmp_path / "model"), "--grid", json.dumps(grid),
             "--out", str(tmp_path / "sweep"), "--sample-rows", "4",
