@@ -3,15 +3,21 @@ prose in three quality buckets, Python and JavaScript, math with numbers and LaT
 German document, one domain given by a column; each document gets templates its
 route names only (styles_per_doc of them, or all its route has), the pick stable on a
 rerun; then rephrased by an engine that answers as each template asks, validated and
-joined: the yield per domain in _JOINED.json and the report adds up to the whole."""
+joined: the yield per domain in _JOINED.json and the report adds up to the whole. The
+same corpus through the command, `synthfactory stitch --routing on` (argv to
+shards.json, in this process on the module's Spark session), and a routing.json naming
+an unknown template, which fails the command in one line."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from synthfactory import contract, storage
+from synthfactory import cli, contract, storage
 from synthfactory.cli_types import AUTO
 from synthfactory.contract import paths
 from synthfactory.demo_summary import yield_lines
@@ -21,8 +27,10 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engines import Completion, EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 from synthfactory.report.collect import collect
+from synthfactory.stitch import command as stitch_command
 from synthfactory.stitch.job import StitchConfig, stitch
 from synthfactory.stitch.routing import load_routing
+from synthfactory.stitch.spark_session import spark_session
 from synthfactory.stitch.templates import load_folder, load_templates
 from synthfactory.validate import validate_shard
 from tests.support.contract_shapes import check
@@ -116,15 +124,21 @@ class RoutedEngine(EchoEngine):
         return out
 
 
-@pytest.fixture(scope="module")
-def routed(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("routing")
+def _write_seeds(root: Path) -> Path:
+    """CORPUS as one seed file: id, text, score (quality) and kind (the domain column)."""
     ids = list(CORPUS)
     pq.write_table(pa.table({
         "id": ids, "text": [CORPUS[i][0] for i in ids],
         "score": [CORPUS[i][1] for i in ids] + [],
         "kind": pa.array([CORPUS[i][2] for i in ids], pa.string()),
     }), root / "seeds.parquet")
+    return root / "seeds.parquet"
+
+
+@pytest.fixture(scope="module")
+def routed(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("routing")
+    _write_seeds(root)
     table = load_routing(None, TEMPLATES)
 
     def run(name: str):
@@ -210,3 +224,80 @@ def test_the_yield_by_domain_adds_up(routed):
     print("\n".join(yield_lines(report)))
     print({d: {k: f[k] for k in ("joined", "usable", "source_tokens", "usable_tokens",
                                   "token_yield")} for d, f in reported.items()})
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory) -> str:
+    """A crawl manifest of the mixed corpus, for `synthfactory stitch` (the command)."""
+    root = tmp_path_factory.mktemp("routing-cli")
+    seeds = _write_seeds(root)
+    (root / "manifest").mkdir()
+    pq.write_table(pa.table({"key": [f"file://{seeds}"]}),
+                   root / "manifest" / "part-00000.parquet")
+    return f"file://{root}/manifest"
+
+
+def _stitch_cli(manifest: str, run: str, *flags: str) -> int:
+    return cli.main(["stitch", "--manifest", manifest, "--run", run, "--routing", "on",
+                     "--domain-column", "kind", "--quality-column", "score",
+                     "--styles-per-doc", "2", "--shard-tokens", "4096", "--max-model-len",
+                     "1024", "--max-new-tokens", "auto", "--master", "local[2]",
+                     "--partitions", "2", *flags])
+
+
+def test_the_stitch_command_routes_each_document_and_records_the_table(
+        spark, manifest, tmp_path, monkeypatch, capsys):
+    """`synthfactory stitch --routing on` end to end (argv, the shipped routing table,
+    real Spark): every prompt row's template is one its document's route allows, and
+    shards.json records the table that routed it, by its hash."""
+    sessions = []
+
+    def shared_session(*args, **kwargs):  # getOrCreate: the module's session, kept open
+        session = spark_session(*args, **kwargs)
+        sessions.append(session)
+        return session
+
+    monkeypatch.setattr(stitch_command, "spark_session", shared_session)
+    monkeypatch.setattr(spark, "stop", lambda: None)
+    run = f"file://{tmp_path}/run"
+    assert _stitch_cli(manifest, run) == 0, capsys.readouterr().err[-3000:]
+    assert len(sessions) == 1 and sessions[0] is spark  # no second Spark
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    plan = storage.read_json(storage.join(run, paths.SHARDS_JSON))
+    assert check(plan, contract.ShardsJson, "shards.json")[0] == []
+    table = load_routing(None, TEMPLATES)
+    assert plan["routing"]["hash"] == table.hash
+    assert plan["routing"]["url"].endswith("synthfactory/templates/routing.json")
+    assert plan["routing"]["table"] == table.document()
+    rows = [r for s in plan["shards"] for r in storage.read_table(s["url"]).to_pylist()]
+    assert len(rows) == plan["prompt_rows"] == summary["prompt_rows"] == 15
+    assert {r["doc_id"] for r in rows} == set(CORPUS)
+    for row in rows:
+        _, quality, _, domain = CORPUS[row["doc_id"]]
+        assert row["domain"] == domain, row["doc_id"]
+        assert row["template_id"] in table.route(domain, _bucket(quality)), (
+            row["doc_id"], row["template_id"])
+    assert {t["id"] for t in plan["templates"]} == set(table.template_ids())
+
+
+def test_a_routing_table_naming_an_unknown_template_fails_the_command_in_one_line(
+        manifest, tmp_path, capsys):
+    """A routing.json in --templates-url naming a template the folder lacks: exit 3 (a
+    retry reads the same folder) and one line naming the file, the route and the name,
+    before Spark starts or the run folder is written."""
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "plain.json").write_text(json.dumps(  # no domain: any document's
+        {"id": "plain", "version": 1, "style": "plain", "system": "s",
+         "user": "Rewrite: {document}"}))
+    (folder / "routing.json").write_text(json.dumps(
+        {"buckets": {"names": ["all"], "edges": [], "unscored": "all"},
+         "routes": {"web": {"*": ["plain"]}, "code": {"*": ["plain"]},
+                    "math": {"*": ["proof_sketch"]}}}))
+    run = tmp_path / "run"
+    assert _stitch_cli(manifest, f"file://{run}", "--templates-url", f"file://{folder}") == 3
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("synthfactory stitch: error: ")
+    assert f"{folder}/routing.json" in line and "routes.math.*" in line
+    assert "unknown template 'proof_sketch'" in line
+    assert not run.exists()
