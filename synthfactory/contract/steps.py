@@ -694,10 +694,3 @@ def param_name(values: Mapping[str, Any]) -> Callable[..., str]:
 
     return name
 
-
-# kept in one place for the docs generator and the tests
-__all__ = ["AUDIT", "CATALOG_FLAGS", "CPU", "CRAWL", "ENVIRONMENT_PARAMS", "Flag", "GPU",
-           "JOIN", "PLAN", "REGISTER", "REPHRASE", "REPORT", "Rule", "SMOKE", "SPARK_DRIVER",
-           "STEPS", "STITCH", "SWEEP", "Step", "VALIDATE", "add_arguments", "argv",
-           "cli_name", "cli_values", "options_of", "param_name", "parse_argv", "passed_on",
-           "problems"]

@@ -1,8 +1,10 @@
 """Every command line the DAGs hand the engine parses with the engine's own argparse.
 
-The DAGs write each step's argv by hand, and plan_shards builds the mapped rephrase and
-validate argv from the options after its ``--``: a flag renamed on one side would fail
-only when a run reaches that step. Here every task's arguments are rendered by Airflow
+The DAGs render each step's argv from the steps table (synthfactory/contract/steps.py,
+ADR 0140), and plan_shards builds the mapped rephrase and validate argv from the options
+after its ``--``: a flag the table renders that the engine's parser refuses (an owner
+outside the table, a runner's extra options) would fail only when a run reaches that
+step. Here every task's arguments are rendered by Airflow
 (its templating, and its own resolution of mapped arguments from the plan's XCom) under
 each runner, with the default Params and with a non-default set, and all of them are
 parsed in one .venv-worker process (tests/dags/engine_argparse.py).

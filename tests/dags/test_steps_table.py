@@ -1,0 +1,185 @@
+"""The steps table (synthfactory/contract/steps.py) reaches every Param, and stays the one
+declaration: a trigger's non-default value for each Param shows in the argv Airflow
+renders for the flag that takes it; docs/steps.md is what the table generates; lineage
+reads its folders from the table; check_params and the engine run the same rules.
+
+Breaks that make these fail: dropping a Flag's ``param`` (or a DAG passing a flag by hand
+with a literal value) fails the first test naming the Param; a DAG Param the table does
+not name fails it too (its value is in no argv); editing a flag's help without
+regenerating docs/steps.md fails the docs test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from synthfactory.contract import steps
+from tests.dags.test_argv_contract import context, rendered, run_params
+from tests.support.paths import ROOT
+
+# Per DAG: a non-default value for every Param, and how it shows in the argv (None: as
+# str(value)). A Param the DAG gains without an entry here fails the test.
+NON_DEFAULT = {
+    "synthetic_rephrase": {
+        "source": ("s3://seeds/corpus-x", None),
+        "partition_template": ("{yyyy}/{mm}/{dd}", None),
+        "output_root": ("s3://synth/out-x", None),
+        "text_column": ("content_x", None), "id_column": ("doc_x", None),
+        "quality_column": ("score_x", None), "min_quality": (0.35, "0.35"),
+        "templates": (["qa", "faq"], "qa,faq"),
+        "templates_url": ("s3://lab/templates", None),
+        "routing": (True, "on"), "domain_column": ("domain_x", None),
+        "styles_per_doc": (3, "3"), "shard_tokens": (16384, "16384"),
+        "spark_master": ("k8s://https://kubernetes.default.svc", None),
+        "spark_partitions": (64, "64"), "spark_executors": (7, "7"),
+        "spark_executor_cores": (5, "5"), "spark_executor_memory": ("9g", None),
+        "max_new_tokens": (512, "512"), "max_model_len": (4096, "4096"),
+        "temperature": (0.15, "0.15"), "checkpoint_rows": (256, "256"),
+        "gpus_per_task": (4, "4"), "max_shard_groups": (11, "11"),
+        "model": ("s3://models/Qwen2.5-7B-Instruct", None),
+        "engine_args": ({"max_num_seqs": 64}, json.dumps({"max_num_seqs": 64})),
+        "engine": ("endpoint", None),
+        "endpoint_conn_id": ("team_llm", None),
+        "catalog_uri": ("sqlite:////tmp/other-catalog.db", None),
+        "catalog_conn_id": ("pg_catalog", None),
+        "warehouse": ("s3://synth/warehouse-x", None),
+        "include_rejected": (True, "true"), "table": ("synth.wrap_v2", None),
+        "smoke_steps": (50, "50"),
+    },
+    "engine_sweep": {
+        "shard": ("s3://b/run/prompts/shard-00003.parquet", None),
+        "model": ("/models/m", None),
+        "grid": ([{"max_num_seqs": 8}], json.dumps([{"max_num_seqs": 8}])),
+        "sample_rows": (17, "17"), "max_new_tokens": (65, "65"),
+        "gpu_hour_cost": (3.2, "3.2"), "safety_margin": (0.25, "0.25"),
+        "apply": (False, None), "output_root": ("s3://synth/out-y", None),
+        "engine": ("endpoint", None), "endpoint_conn_id": ("team_llm", None),
+        "sweep_name": ("h200-week48", None),
+    },
+}
+REQUIRED = {"engine_sweep": {"shard": "s3://b/run/prompts/shard-00000.parquet"}}
+# Params a DAG folds into a run folder it hands every step (fixed in argv, not a flag)
+IN_FOLDER = {"output_root", "sweep_name"}
+
+
+@pytest.fixture(scope="module")
+def dags():
+    from airflow.dag_processing.dagbag import DagBag
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SYNTHFACTORY_RUNNER", "local")
+        bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags
+
+
+def _argvs(dag, conf: dict) -> list[list[str]]:
+    """Every task's rendered argv (plan's holds the options it passes to rephrase)."""
+    params = run_params(dag, {**REQUIRED.get(dag.dag_id, {}), **conf})
+    return [rendered(task, context(dag, params)) for task in dag.tasks
+            if isinstance(getattr(task, "arguments", None), list)]
+
+
+def _shows(argv: list[str], flag: steps.Flag, text: str) -> bool:
+    if flag.action == "boolean":
+        return (flag.name if text == "True" else "--no-" + flag.name[2:]) in argv
+    pairs = zip(argv, argv[1:], strict=False)
+    return f"{flag.name}={text}" in argv or (flag.name, text) in pairs
+
+
+def _missing(dag, values: dict) -> list[str]:
+    """The Params of ``values`` whose value shows in no rendered argv, each triggered
+    alone; a connection Param must show in none (it travels as environment)."""
+    flags: dict[str, list[steps.Flag]] = {}
+    for step in steps.STEPS.values():
+        for flag in step.flags:
+            if flag.param:
+                flags.setdefault(flag.param, []).append(flag)
+    missing = []
+    for name, (value, text) in values.items():
+        default = getattr(dag.params.get_param(name), "value", None)
+        assert default != value, f"{name}: {value!r} is its default"
+        text = text if text is not None else str(value)
+        argvs = _argvs(dag, {name: value})
+        if name in steps.ENVIRONMENT_PARAMS:
+            if any(text in item for argv in argvs for item in argv):
+                missing.append(f"{name}={value!r} (a connection, on argv)")
+            continue
+        if name in IN_FOLDER:
+            found = any(text in item for argv in argvs for item in argv)
+        else:
+            found = any(_shows(argv, flag, text) for argv in argvs for flag in flags.get(name, []))
+        if not found:
+            missing.append(f"{name}={value!r}")
+    return missing
+
+
+@pytest.mark.parametrize("dag_id", NON_DEFAULT)
+def test_every_params_non_default_value_reaches_the_flag_that_takes_it(dags, dag_id):
+    dag = dags[dag_id]
+    assert set(NON_DEFAULT[dag_id]) == set(dag.params), "a Param without a value here"
+    assert _missing(dag, NON_DEFAULT[dag_id]) == [], dag_id
+
+
+def test_the_check_sees_a_param_the_table_loses(monkeypatch):
+    """The break: smoke's --steps no longer takes smoke_steps (a literal 10 instead), the
+    DAG parsed again: the Param's value reaches no argv, and the check says so."""
+    import dataclasses
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    smoke = steps.STEPS["smoke"]
+    lost = tuple(dataclasses.replace(f, param=None, value="10") if f.name == "--steps" else f
+                 for f in smoke.flags)
+    monkeypatch.setitem(steps.STEPS, "smoke", dataclasses.replace(smoke, flags=lost))
+    monkeypatch.setenv("SYNTHFACTORY_RUNNER", "local")
+    dag = DagBag(dag_folder=str(ROOT / "dags")).dags["synthetic_rephrase"]
+    values = NON_DEFAULT["synthetic_rephrase"]
+    assert _missing(dag, {"smoke_steps": values["smoke_steps"]}) == ["smoke_steps=50"]
+
+
+def test_docs_steps_md_is_what_the_table_generates():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "steps_doc.py"), "--check"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_check_params_and_stitch_share_the_rule_functions():
+    from synthfactory_airflow.operators import param_rules
+
+    params = {"shard_tokens": 2048, "max_model_len": 4096, "templates": ["qa"],
+              "styles_per_doc": 1, "min_quality": None}
+    found = param_rules.problems(params, {}, params)
+    assert found == ["shard_tokens=2048: below max_model_len=4096; one prompt plus its "
+                     "output would not fit in a shard"]
+    cli = steps.problems(["stitch"], params, steps.cli_name("stitch", params))
+    assert cli == ["--shard-tokens 2048: below --max-model-len 4096; one prompt plus its "
+                   "output would not fit in a shard"]
+
+
+def test_lineage_folders_come_from_the_table():
+    """Each step's run-folder datasets are the table's reads and writes (lineage has no
+    list of its own); crawl's and sweep's come from their flags' roles."""
+    from synthfactory_airflow.operators.lineage import step_datasets
+
+    run = "s3://b/synthetic_rephrase/2026-11-29"
+    checked = 0
+    for step in steps.STEPS.values():
+        run_flag = next((f for f in step.flags if f.role == steps.RUN), None)
+        if run_flag is None:
+            continue
+        inputs, outputs = step_datasets([step.name, run_flag.name, run])
+        assert [d.name for d in inputs] == [f"synthetic_rephrase/2026-11-29/{p}"
+                                            for p in step.reads], step.name
+        assert [d.name for d in outputs] == [f"synthetic_rephrase/2026-11-29/{p}"
+                                             for p in step.writes], step.name
+        checked += 1
+    assert checked == 9
+    inputs, outputs = step_datasets(["crawl", "--source", "s3://seeds/c", "--out",
+                                     f"{run}/manifest"])
+    assert ([d.name for d in inputs], [d.name for d in outputs]) == (
+        ["c"], ["synthetic_rephrase/2026-11-29/manifest"])
