@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from synthfactory.contract import steps
 from synthfactory_airflow.operators.settings import Settings
 
 POOLS = ("gpu", "cpu")
@@ -93,10 +94,10 @@ class Runner(ABC):
         def shard(rephrase_argv: list[str], validate_argv: list[str]) -> None:
             """One shard group: its validation starts as soon as its own rephrase ends."""
             rephrase = step(task_id="rephrase", arguments=rephrase_argv,  # one Kueue gang a wave
-                            **self.step_kwargs("gpu", "rephrase", gang_size=groups),
+                            **self.step_kwargs(steps.REPHRASE.kind, "rephrase", gang_size=groups),
                             **self.endpoint_kwargs())
             validate = step(task_id="validate", arguments=validate_argv,
-                            **self.step_kwargs("cpu", "validate"))
+                            **self.step_kwargs(steps.VALIDATE.kind, "validate"))
             rephrase >> validate
 
         return [shard.expand_kwargs(plan.output.map(shard_argvs))]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from synthfactory.contract import steps
 from synthfactory_airflow.operators.runners.kubernetes import KubernetesRunner
 
 
@@ -35,6 +36,6 @@ class KubeRayRunner(KubernetesRunner):
             retries=3, retry_delay=timedelta(minutes=1), retry_exponential_backoff=True,
             pool=settings.gpu_pool)
         validates = self.step_class().partial(
-            task_id="validate", **self.step_kwargs("cpu", "validate"),
+            task_id="validate", **self.step_kwargs(steps.VALIDATE.kind, "validate"),
         ).expand(arguments=plan.output.map(validate_argv))
         return [rephrase_wave, validates]
