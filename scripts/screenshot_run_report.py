@@ -62,8 +62,9 @@ def screenshot(target, path: Path) -> Path:
     return path
 
 
-def latest_success(base: str, password: str) -> str:
-    """The run id of the DAG's latest successful run, through the REST API."""
+def latest_success(base: str, password: str, state: str = "success") -> str:
+    """The run id of the DAG's latest run in ``state`` (successful unless told), through
+    the REST API."""
     def call(path: str, body: dict | None = None, token: str = "") -> dict:
         request = urllib.request.Request(
             base + path, data=json.dumps(body).encode() if body else None,
@@ -73,10 +74,10 @@ def latest_success(base: str, password: str) -> str:
             return json.loads(response.read())
 
     token = call("/auth/token", {"username": "admin", "password": password})["access_token"]
-    runs = call(f"/api/v2/dags/{DAG}/dagRuns?state=success&order_by=-run_after&limit=1",
+    runs = call(f"/api/v2/dags/{DAG}/dagRuns?state={state}&order_by=-run_after&limit=1",
                 token=token)["dag_runs"]
     if not runs:
-        raise SystemExit(f"no successful {DAG} run at {base}: run `make demo` first")
+        raise SystemExit(f"no {state} {DAG} run at {base}: run `make demo` first")
     return runs[0]["dag_run_id"]
 
 
@@ -88,10 +89,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--passwords", type=Path, default=home / PASSWORDS,
                         help="its admin password file (default: in $AIRFLOW_HOME)")
     parser.add_argument("--run-id", help="the run to show (default: the latest successful)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "run-report.png")
+    parser.add_argument("--while-running", action="store_true",
+                        help="the latest running run, its report as it stands (default out: "
+                             "docs/img/run-report-running.png)")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    out = args.out or ROOT / "docs" / "img" / (
+        "run-report-running.png" if args.while_running else "run-report.png")
     password = json.loads(args.passwords.read_text())["admin"]
-    run_id = args.run_id or latest_success(args.url, password)
+    run_id = args.run_id or latest_success(args.url, password,
+                                           "running" if args.while_running else "success")
 
     from playwright.sync_api import sync_playwright  # .venv only
 
@@ -100,9 +107,10 @@ def main(argv: list[str] | None = None) -> None:
         try:
             log_in(page, args.url, password)
             frame = open_run_report(page, args.url, run_id)
-            if frame.locator("#run-report").get_attribute("data-complete") != "true":
+            complete = frame.locator("#run-report").get_attribute("data-complete") == "true"
+            if not complete and not args.while_running:
                 raise SystemExit(f"run {run_id} has no complete report yet")
-            print(screenshot(page, args.out))
+            print(screenshot(page, out))
         finally:
             browser.close()
 
