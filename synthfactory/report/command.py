@@ -18,6 +18,14 @@ from synthfactory.report.price import gpu_hour_price
 
 
 def run(args: argparse.Namespace) -> dict:
+    try:
+        summary = _report(args)
+    finally:  # the run is over, its report written or not: no more pushes
+        deleted = delete_run_groups(args.airflow_run_id or "")
+    return {**summary, **({"pushgateway_groups_deleted": deleted} if deleted is not None else {})}
+
+
+def _report(args: argparse.Namespace) -> dict:
     run_url = storage.normalize(args.run).rstrip("/")
     folder = storage.join(run_url, paths.REPORT)
     report, lengths = collect(run_url, gpu_hour_price(args.gpu_hour_usd))
@@ -27,7 +35,6 @@ def run(args: argparse.Namespace) -> dict:
     report["figures"] = write_figures(report, lengths, folder)
     url = storage.join(run_url, paths.REPORT_JSON)
     storage.write_json(url, report)  # last: its presence means the figures are there
-    deleted = delete_run_groups(args.airflow_run_id or "")  # the run is over: no more pushes
     return {
         "report": url,
         "complete": report["complete"],
@@ -38,5 +45,4 @@ def run(args: argparse.Namespace) -> dict:
         "usable": report["quality"]["usable"] if report["quality"] else None,
         "usd_per_1b_usable_tokens": report["cost"]["usd_per_1b_usable_tokens"],
         "figures": sorted(report["figures"]),
-        **({"pushgateway_groups_deleted": deleted} if deleted is not None else {}),
     }

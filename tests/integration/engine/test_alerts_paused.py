@@ -33,6 +33,7 @@ hook; tests/integration/airflow/test_capacity_metrics_push.py pushes a waiting w
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -76,6 +77,13 @@ def _expression(alert: str) -> str:
     return expr
 
 
+def _die_with_the_test() -> None:
+    """In the worker, before it runs: SIGKILL when the test process dies (Linux's
+    PR_SET_PDEATHSIG). A paused worker otherwise outlives an interrupted test, pushing on
+    to its Pushgateway's port, which a later test's Pushgateway may get."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
 def _of_run(result: list[dict]) -> list[dict]:
     return [s for s in result if s["metric"].get("run_id") == LABELS["run_id"]]
 
@@ -111,7 +119,7 @@ def test_a_paused_worker_stalls_its_shard_and_idles_its_gpu_then_stops_pushing(p
         [sys.executable, "-m", "synthfactory.cli", "rephrase", "--engine", "echo",
          "--checkpoint-rows", str(PART_ROWS), "--max-in-flight", str(PART_ROWS),
          "--shard", shard], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
+        text=True, preexec_fn=_die_with_the_test)
     try:
         def paused() -> bool:
             if worker.poll() is not None and not marker.exists():
@@ -137,11 +145,11 @@ def test_a_paused_worker_stalls_its_shard_and_idles_its_gpu_then_stops_pushing(p
         # a paused worker still pushes (its pusher thread): not a dead one
         assert not _of_run(query(url, _expression("SynthfactoryPushesStopped")))
 
-        os.killpg(worker.pid, signal.SIGKILL)
+        worker.kill()  # SIGKILL: the echo engine runs in the worker's own process
         worker.wait(timeout=30)
         _until("the pushes-stopped expression holds once the worker is killed",
                lambda: bool(_of_run(query(url, _expression("SynthfactoryPushesStopped")))))
     finally:
         if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGKILL)
+            worker.kill()
             worker.wait(timeout=30)

@@ -126,3 +126,25 @@ def test_write_reports_step_deletes_the_runs_groups_and_no_other(pushgateway, tm
     assert json.loads((tmp_path / "report.json").read_text())["pushgateway_groups_deleted"] == 1
     runs = [g.get("run_id") for g in _groups(pushgateway) if g.get("job") == "synthfactory"]
     assert LABELS["run_id"] not in runs and other["run_id"] in runs
+
+
+def test_a_report_that_fails_still_deletes_the_runs_groups(pushgateway, tmp_path):
+    """write_report failing itself (its folder unwritable: here a file where the report
+    folder goes) still deletes the run's groups: the run is over either way.
+
+    Break used: the deletion after the report is written (report/command.py without its
+    ``finally``): the step fails before it and the group stays; this test fails."""
+    registry = CollectorRegistry()
+    Gauge("synthfactory_rephrase_rows_done", "rows", registry=registry).set(1)
+    push_to_gateway(pushgateway, job="synthfactory", registry=registry, grouping_key=LABELS)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report").write_text("not a folder")
+    report = subprocess.run(
+        [sys.executable, "-m", "synthfactory.cli", "report", "--run", f"file://{run}",
+         "--airflow-run-id", LABELS["run_id"]], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SYNTHFACTORY_PUSHGATEWAY": pushgateway,
+             "SYNTHFACTORY_RESULT_FILE": str(tmp_path / "report.json")})
+    assert report.returncode != 0, report.stdout[-3000:]
+    runs = [g.get("run_id") for g in _groups(pushgateway) if g.get("job") == "synthfactory"]
+    assert LABELS["run_id"] not in runs, report.stderr[-3000:]
