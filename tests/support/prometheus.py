@@ -18,6 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.binaries import required_binary
 from tests.support.ports import free_port
 
+# Debian's Pushgateway persists its groups by default (--persistence.file=/var/lib/prometheus/
+# pushgateway.data), one file for every Pushgateway of the machine: each test's would start
+# with the groups the last one (another test, another session) left there
+MEMORY_ONLY = ("--persistence.file=",)
+
 
 def _wait_ready(url: str, proc: subprocess.Popen, what: str, log: Path | None = None) -> None:
     deadline = time.monotonic() + 60
@@ -35,10 +40,10 @@ def _wait_ready(url: str, proc: subprocess.Popen, what: str, log: Path | None = 
 
 @contextlib.contextmanager
 def pushgateway() -> Iterator[str]:
-    """A Pushgateway; yields its URL."""
+    """A Pushgateway, its groups in memory only; yields its URL."""
     binary = required_binary("prometheus-pushgateway", "prometheus-pushgateway")
     port = free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
+    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", *MEMORY_ONLY],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

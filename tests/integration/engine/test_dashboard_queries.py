@@ -6,9 +6,8 @@ to the rows pushed, the quarantined and rejected rows equal to what the steps co
 The run here is a real rephrase of one shard (synthfactory.metrics, the echo engine in
 process, two rows the engine rejects, reporting fixed engine statistics as the offline
 vLLM engine's engine_stats() does: test_vllm_engine_stats.py pushes the real engine's)
-and `synthfactory validate` as its task runs it; the
-issue asks for the same against the whole-DAG session run, which is not done yet
-(docs/metrics.md, "Not yet")."""
+and `synthfactory validate` as its task runs it. The same queries against the whole-DAG
+session run: tests/integration/airflow/test_run_metrics_live.py."""
 
 from __future__ import annotations
 

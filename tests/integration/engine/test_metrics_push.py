@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from synthfactory.contract import METRIC_LABEL_ENV
 from tests.support.binaries import required_binary
 from tests.support.ports import free_port
+from tests.support.prometheus import MEMORY_ONLY
 from tests.support.shards import write_prompt_shard
 
 ROWS = 12
@@ -31,7 +32,8 @@ LABELS = {"dag_id": "synthetic_rephrase", "run_id": "manual__2026-12-04T10:00:00
 def pushgateway():
     binary = required_binary("prometheus-pushgateway", "prometheus-pushgateway")
     port = free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
+    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}",
+                             *MEMORY_ONLY],  # not Debian's shared persistence file
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
