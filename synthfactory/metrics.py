@@ -145,6 +145,7 @@ class RephraseMetrics:
         self._pusher: Pusher | None = None
         self._server: MetricsServer | None = None
         self._startup_s = 0.0
+        self._shard_tokens = 0  # output tokens of the shards a Ray driver saw come back
         self.last_checkpoint.set_to_current_time()  # a hung start counts as a stall too
         if environ.get(EXPECTED_RATE_ENV):
             self.expected_rate.set(float(environ[EXPECTED_RATE_ENV]))
@@ -168,6 +169,26 @@ class RephraseMetrics:
 
     def checkpointed(self) -> None:
         self.last_checkpoint.set_to_current_time()
+
+    def shard_done(self, result: Mapping[str, object], elapsed_s: float) -> None:
+        """A shard a Ray replica finished, seen from the task's driver: per shard, not per
+        row (the rows, the tokens and the rate so far; the engine's own statistics stay in
+        the replica's process). ``elapsed_s``: since the task's driver started."""
+        def count(key: str) -> int:
+            value = result.get(key)
+            return int(value) if isinstance(value, int | float) else 0
+
+        self.rows_done.inc(count("rows_in"))
+        if result.get("status") == "committed":  # not an earlier try's commit
+            self._shard_tokens += count("output_tokens")
+            self.output_tokens.inc(count("output_tokens"))
+            self.prompt_tokens.inc(count("prompt_tokens"))
+            startup = result.get("startup_s")
+            if isinstance(startup, int | float):
+                self.engine_started(float(startup))
+        self.checkpointed()  # a committed shard is a committed part, and more
+        if elapsed_s > 0:
+            self.tokens_per_second.set(self._shard_tokens / elapsed_s)
 
     def engine(self, in_flight: int, tokens_per_second: float,
                stats: Callable[[], Mapping[str, float]] | None = None) -> None:

@@ -74,11 +74,22 @@ def run(args: argparse.Namespace) -> dict:
         gpus = args.gpus_per_replica
         if gpus is None:
             gpus = kind.default_gpus_per_replica()
-        results, pool = rephrase_on_ray(
-            shards, args.run, spec, options,
-            PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
-                        address=args.ray_address, max_attempts=args.max_shard_attempts,
-                        replicas_per_node=args.replicas_per_node))
+        # the driver pushes the task's figures as each shard comes back: per shard, and
+        # without the replicas' engine statistics (docs/metrics.md)
+        metrics = RephraseMetrics(step_labels(model))
+        metrics.planned(sum(storage.read_table(url, columns=["id"]).num_rows
+                            for url in shards), 0)
+        metrics.start_pushing()
+        try:
+            results, pool = rephrase_on_ray(
+                shards, args.run, spec, options,
+                PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
+                            address=args.ray_address, max_attempts=args.max_shard_attempts,
+                            replicas_per_node=args.replicas_per_node),
+                on_result=lambda result: metrics.shard_done(
+                    result, time.monotonic() - started))
+        finally:
+            metrics.close()
     else:
         def shared_engine():  # loaded once per group, and only if some shard needs it
             nonlocal engine

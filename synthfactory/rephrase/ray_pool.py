@@ -39,6 +39,7 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from synthfactory.errors import RetryableError, SynthfactoryError
@@ -151,9 +152,12 @@ def _engine_args_for(spec: EngineSpec, gpus: float) -> EngineSpec:
 
 
 def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec,
-                    options: WorkerOptions, pool: PoolOptions) -> tuple[list[dict], dict]:
+                    options: WorkerOptions, pool: PoolOptions,
+                    on_result: Callable[[dict], None] | None = None
+                    ) -> tuple[list[dict], dict]:
     """Every shard committed (or already committed) once; returns the per-shard results
-    in ``shard_urls`` order and the pool's own figures."""
+    in ``shard_urls`` order and the pool's own figures. ``on_result`` sees each shard's
+    result as it comes in (the task's metrics); it never fails the pool."""
     import ray
     from ray.exceptions import RayActorError
 
@@ -207,7 +211,7 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             raise _kind(exc)(f"a replica failed to start: {_cause(exc)}") from exc
         log.info("%d replica(s) ready: %s", len(actors), started)
         results, figures = _drive(ray, replicas, start, shard_urls, run_url, options, pool,
-                                  max(cpus))
+                                  max(cpus), on_result)
         return results, {**figures, "replicas_per_node": pool.replicas_per_node,
                          "replica_processes": started + figures.pop("replacement_processes")}
     finally:
@@ -243,7 +247,8 @@ def _room(ray_nodes: list[dict], pinned: list[str], avoid: set[str], per_node: i
     return None
 
 
-def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool, cpus):
+def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool, cpus,
+           on_result: Callable[[dict], None] | None = None):
     from ray.exceptions import ActorUnavailableError as unavailable
     from ray.exceptions import ActorUnschedulableError as unschedulable
     from ray.exceptions import RayActorError as actor_error
@@ -365,6 +370,11 @@ def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool
             continue
         try:
             results[url] = ray.get(ref)
+            if on_result is not None:
+                try:
+                    on_result(results[url])
+                except Exception as exc:  # metrics must never fail the wave
+                    log.warning("metrics: %s", exc)
         except (actor_error, unschedulable) as exc:  # its process or its node died
             deaths[index] += 1
             event("lost", index, url, error=type(exc).__name__)

@@ -203,6 +203,33 @@ def test_cli_runs_two_replicas(run_url, shards, tmp_path):
     assert {s["replica"] for s in summary["shards"]} == {0, 1}
 
 
+def test_cli_two_replicas_push_the_tasks_figures(run_url, shards, tmp_path):
+    """With Ray replicas the task's driver pushes the task's figures as each shard comes
+    back: rows planned and done, output tokens, the last committed shard. Break: the driver
+    not handing the shards' results to its metrics (on_result=None) fails with 0 rows
+    done."""
+    from tests.support.prometheus import pushgateway, scraped
+
+    argv = [sys.executable, "-m", "synthfactory.cli", "rephrase", "--engine", "echo",
+            "--replicas", "2", "--checkpoint-rows", "4",
+            *[a for s in shards for a in ("--shard", s)]]
+    result = tmp_path / "result.json"
+    with pushgateway() as gateway:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result),
+                                   "SYNTHFACTORY_PUSHGATEWAY": gateway})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads(result.read_text())
+
+        def total(name: str) -> float:
+            return sum(scraped(gateway, name).values())
+
+        assert total("synthfactory_rephrase_rows_planned") == SHARDS * ROWS
+        assert total("synthfactory_rephrase_rows_done") == SHARDS * ROWS
+        assert total("synthfactory_rephrase_output_tokens_total") == summary["output_tokens"] > 0
+        assert total("synthfactory_rephrase_last_checkpoint_timestamp_seconds") > 0
+
+
 @pytest.fixture(scope="class")
 def cluster():
     """A Ray head of one CPU on 127.0.0.1 for the tests of one class."""
