@@ -6,6 +6,12 @@ It runs in the production shape as far as one machine allows: the catalog databa
 a PostgreSQL role reached through an Airflow connection with a password, the warehouse
 is on S3 (a moto server that checks request signatures) reached through an Airflow AWS
 connection. The password and the secret key are canaries test_secrets.py searches for.
+
+Its steps push their metrics to a session Pushgateway that a session Prometheus scrapes
+every second (fixture ``run_metrics``, Debian's binaries on 127.0.0.1; without them the
+run goes on unwatched and the tests that read the metrics skip, or fail under CI=true):
+test_run_metrics_live.py evaluates the dashboard's queries and the alerts' expressions
+against this run, test_secrets.py searches the scraped series for the canaries.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import pytest
 from tests.support.airflow_home import airflow_env, migrate
 from tests.support.paths import AIRFLOW, MODEL, MOTO_SERVER, ROOT, WORKER
 from tests.support.ports import free_port
+from tests.support.prometheus import have_binaries, prometheus, pushgateway
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 CATALOG_CONN_ID = "synthfactory_catalog"
@@ -36,6 +43,18 @@ REGION = "us-east-1"
 LINEAGE_NAMESPACE = "synthfactory-test"
 # seconds per `airflow dags test`; a shared, loaded machine may need more
 DAG_TEST_TIMEOUT = int(os.environ.get("SYNTHFACTORY_DAG_TEST_TIMEOUT", "900"))
+# the rate the run's rephrase tasks are told to expect (the dashboard's "against its plan"
+# and the slow-step alert read it). The rate is output tokens/s since the shard started,
+# counted as rows end: on 2 loaded cores (load 3) a task read 0.8 tokens/s right after its
+# first row, so a quarter of this is 6 times under the lowest figure seen
+EXPECTED_TOKENS_PER_S = 0.5
+
+
+@dataclass
+class RunMetrics:
+    """The session's Pushgateway and the Prometheus scraping it (every second)."""
+    pushgateway: str
+    prometheus: str
 
 
 @dataclass
@@ -51,6 +70,9 @@ class DagRun:
     s3_endpoint: str = ""
     first_states: dict[str, str] = field(default_factory=dict)  # task_states after each run
     second_states: dict[str, str] = field(default_factory=dict)
+    metrics: RunMetrics | None = None  # None: no Prometheus here, the run went unwatched
+    first_run_id: str = ""  # Airflow's run_id of the first run (its metrics' run_id label)
+    first_window: tuple[float, float] = (0.0, 0.0)  # Unix seconds the first run began, ended
 
     @property
     def metadata_db(self) -> Path:
@@ -137,6 +159,26 @@ def signing_s3():
         server.wait(timeout=30)
 
 
+@pytest.fixture(scope="session")
+def run_metrics(tmp_path_factory):
+    """A Pushgateway and a Prometheus scraping it every second, for the session's DAG run;
+    None where Debian's binaries are missing (the DAG run must not skip for them: the tests
+    that read the metrics call ``required_binary`` themselves)."""
+    if not have_binaries():
+        yield None
+        return
+    with pushgateway() as gateway, prometheus(
+            gateway, tmp_path_factory.mktemp("prometheus"), interval_s=1) as prom:
+        yield RunMetrics(pushgateway=gateway, prometheus=prom)
+
+
+def latest_run_id(db: Path, dag_id: str = "synthetic_rephrase") -> str:
+    with closing(sqlite3.connect(db)) as conn:
+        row = conn.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC "
+                           "LIMIT 1", (dag_id,)).fetchone()
+    return row[0] if row else ""
+
+
 def task_states(db: Path, dag_id: str = "synthetic_rephrase") -> dict[str, str]:
     """Each task instance's state in the DAG's latest run, as Airflow's metadata database
     holds it: ``task_id`` (``task_id[i]`` for a mapped one) -> state (None: never queued)."""
@@ -151,7 +193,7 @@ def task_states(db: Path, dag_id: str = "synthetic_rephrase") -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
+def dag_run(tmp_path_factory, canary_pg_role, signing_s3, run_metrics) -> DagRun:
     if not (WORKER.exists() and (MODEL / "config.json").exists()):
         pytest.skip("needs .venv-worker and the prepared model (make setup)")
     tmp = tmp_path_factory.mktemp("dagrun")
@@ -170,6 +212,10 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
                {"type": "file", "log_file_path": str(tmp / "lineage" / "events.jsonl"),
                 "append": True}),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": LINEAGE_NAMESPACE}
+    if run_metrics is not None:  # every step pushes (every 2 s: more points to read)
+        env.update({"SYNTHFACTORY_PUSHGATEWAY": run_metrics.pushgateway,
+                    "SYNTHFACTORY_PUSH_SECONDS": "2",
+                    "SYNTHFACTORY_EXPECTED_TOKENS_PER_S": str(EXPECTED_TOKENS_PER_S)})
     (tmp / "lineage").mkdir()
     subprocess.run([str(WORKER), "corpus", "--out", f"file://{tmp}/corpus", "--days", "2",
                     "--docs-per-day", "10", "--end-date", "2026-11-29"],
@@ -193,11 +239,15 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3) -> DagRun:
                                               f"{PG['host']}:{PG['port']}/{role}",
                   "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret_key,
                   "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION}
+    started = time.time()
     first = run_dag()
+    first_window = (started, time.time())
     first_states = task_states(tmp / "airflow" / "airflow.db")
+    first_run_id = latest_run_id(tmp / "airflow" / "airflow.db")
     second = run_dag()
     return DagRun(tmp=tmp, conf=conf, first=first, second=second, airflow_env=env,
                   worker_env=worker_env, first_states=first_states,
                   second_states=task_states(tmp / "airflow" / "airflow.db"),
                   canaries={"catalog password": pg_password, "AWS secret key": secret_key},
-                  pg_role=role, s3_endpoint=endpoint)
+                  pg_role=role, s3_endpoint=endpoint, metrics=run_metrics,
+                  first_run_id=first_run_id, first_window=first_window)

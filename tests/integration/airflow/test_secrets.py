@@ -168,6 +168,36 @@ def test_not_in_iceberg_properties_snapshots_or_warehouse_files(run):
     assert catalog_rows and leaks(run, repr(catalog_rows)) == []
 
 
+def test_not_in_the_scraped_metrics(run):
+    """Every series the session Prometheus scraped from the Pushgateway the run's steps and
+    sensor pushed to (tests/support/dag_run.py, ``run_metrics``), both runs: each label
+    name and value; and the Pushgateway's own /metrics text as it is now (the runs deleted
+    their groups at their ends: write_report).
+
+    Break used: the capacity sensor's labels (plugins/capacity/metrics.py, sensor_labels)
+    given one more, the worker's AIRFLOW_CONN_SYNTHFACTORY_CATALOG: its password lands in
+    a scraped label, and this test fails."""
+    import time
+    import urllib.request
+
+    from tests.support.binaries import required_binary
+    from tests.support.prometheus import series
+
+    required_binary("prometheus", "prometheus")
+    required_binary("prometheus-pushgateway", "prometheus-pushgateway")
+    assert run.metrics is not None
+    scraped = series(run.metrics.prometheus, '{job="synthfactory"}',
+                     run.first_window[0] - 60, time.time())
+    # real content: the run's steps and sensor, under the run's run_id
+    assert {"register_catalog", "shard.rephrase", "wait_for_capacity"} <= {
+        s.get("task") for s in scraped}
+    assert run.first_run_id in {s.get("run_id") for s in scraped}
+    found = [labels for labels in scraped if leaks(run, json.dumps(labels))]
+    assert found == []
+    text = urllib.request.urlopen(f"{run.metrics.pushgateway}/metrics", timeout=10).read()
+    assert b"pushgateway_build_info" in text and leaks(run, text) == []
+
+
 # -- the kubernetes runner's pods, built offline for every task of the same run -----------
 
 def test_not_in_any_pod_spec_of_the_kubernetes_runner(run, tmp_path):
