@@ -81,3 +81,49 @@ def test_no_pushgateway_nothing_pushed(gateway, monkeypatch):
     ti = SimpleNamespace(**{**vars(_context()["ti"]), "run_id": other["run_id"]})
     assert not _sensor(WAITS).poke({"ti": ti}).is_done
     assert matching(scraped(gateway, "synthfactory_capacity_waiting"), **other) == []
+
+
+def test_the_wave_waiting_alert_holds_for_a_wave_still_waiting_after_half_an_hour(
+        tmp_path, monkeypatch):
+    """SynthfactoryWaveWaitingOnCapacity's expression, evaluated live by Debian's
+    Prometheus scraping the Pushgateway the sensor pushes to: a wave whose first poke was
+    31 minutes ago and that still does not fit holds it; a second run's wave, waiting for a
+    minute, does not; once the first fits, it no longer holds. The rule's own text, nothing
+    substituted; its ``for: 10m`` is promtool's. Break used: ``synthfactory_capacity_waiting
+    == 1`` changed to ``== 2`` in the rule file: the waiting wave never holds it."""
+    import time
+
+    from tests.support.paths import ROOT
+    from tests.support.prometheus import alert_rules, prometheus, query
+
+    expr = alert_rules(ROOT / "deploy" / "prometheus" / "synthfactory-rules.yml")[
+        "SynthfactoryWaveWaitingOnCapacity"]
+    now = datetime.now(UTC)
+    long_ago, lately = now.timestamp() - 31 * 60, now.timestamp() - 60
+    runs = {"manual__2026-12-04T13:00:00+00:00": long_ago,
+            "manual__2026-12-04T14:00:00+00:00": lately}
+
+    def context(run_id: str) -> dict:
+        ti = SimpleNamespace(**{**vars(_context()["ti"]), "run_id": run_id,
+                                "get_first_reschedule_date": lambda _context, at=runs[run_id]:
+                                datetime.fromtimestamp(at, UTC)})
+        return {"ti": ti}
+
+    def holding() -> set[str]:
+        return {s["metric"].get("run_id") for s in query(url, expr)} & set(runs)
+
+    def until(what: str, check) -> None:
+        deadline = time.monotonic() + 60
+        while not check():
+            assert time.monotonic() < deadline, f"not within 60 s: {what} ({holding()})"
+            time.sleep(0.5)
+
+    with pushgateway() as gateway, prometheus(gateway, tmp_path, interval_s=1) as url:
+        monkeypatch.setenv("SYNTHFACTORY_PUSHGATEWAY", gateway)
+        first, second = runs
+        for run_id in runs:
+            assert not _sensor(WAITS).poke(context(run_id)).is_done
+        until("the expression holds for the wave waiting 31 minutes",
+              lambda: holding() == {first})
+        assert _sensor(FITS).poke(context(first)).is_done
+        until("it no longer holds once the wave fits", lambda: holding() == set())

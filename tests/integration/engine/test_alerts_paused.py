@@ -24,10 +24,11 @@ While paused: the stall expression holds, the dashboard's "idle" query counts th
 (the task is on its third attempt), and the pushes-stopped one does not (pushes still come).
 Killed: the pushes-stopped expression holds.
 
-Not covered here: SynthfactoryRephraseSlow (the tokens/s gauge is the rate since the shard
-started as of the worker's last loop: a paused worker keeps its last figure, so a pause
-does not make it slow; the stall alert is the one for a worker that stopped) and
-SynthfactoryWaveWaitingOnCapacity (the capacity sensor's, an Airflow task with no fault
+SynthfactoryRephraseSlow is held against a throttled worker instead (the echo engine's
+delay: a GPU at a fraction of its rate), beside one that expects little: the tokens/s
+gauge is the rate since the shard started as of the worker's last loop, so a paused worker
+keeps its last figure and the stall alert is the one for a worker that stopped. Not
+covered here: SynthfactoryWaveWaitingOnCapacity (the capacity sensor's, an Airflow task with no fault
 hook; tests/integration/airflow/test_capacity_metrics_push.py pushes a waiting wave).
 """
 
@@ -153,3 +154,48 @@ def test_a_paused_worker_stalls_its_shard_and_idles_its_gpu_then_stops_pushing(p
         if worker.poll() is None:
             worker.kill()
             worker.wait(timeout=30)
+
+
+def test_a_throttled_worker_reads_as_slow_against_its_expected_rate(prom, tmp_path):
+    """SynthfactoryRephraseSlow, live: two workers generate equally slowly (the echo
+    engine's ``--echo-delay-s``: a GPU at a fraction of its rate, the case the alert is for;
+    a pause is not, the stall alert covers that). The one told to expect far more
+    (SYNTHFACTORY_EXPECTED_TOKENS_PER_S 1e6) holds the expression while rows are left; the
+    one expecting little (0.001) does not. The rule's own text, nothing substituted; its
+    ``for: 10m`` is promtool's. Break used: the comparison flipped to ``>`` in the rule
+    file: the slow worker no longer holds it and the test fails."""
+    gateway, url = prom
+    runs = {"slow": ("manual__2026-12-04T21:00:00+00:00", "1000000"),
+            "fine": ("manual__2026-12-04T21:30:00+00:00", "0.001")}
+    workers = []
+    try:
+        for name, (run_id, expected) in runs.items():
+            shard = write_prompt_shard(f"file://{tmp_path}/{name}", 0, 40)
+            env = {**os.environ, "SYNTHFACTORY_PUSHGATEWAY": gateway,
+                   "SYNTHFACTORY_PUSH_SECONDS": "0.5", "SYNTHFACTORY_EXPECTED_TOKENS_PER_S":
+                   expected, "SYNTHFACTORY_RESULT_FILE": str(tmp_path / f"{name}.json"),
+                   **{METRIC_LABEL_ENV[k]: v for k, v in {**LABELS, "run_id": run_id}.items()}}
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "synthfactory.cli", "rephrase", "--engine", "echo",
+                 "--echo-delay-s", "1", "--checkpoint-rows", "4", "--max-in-flight", "1",
+                 "--shard", shard], env=env, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, preexec_fn=_die_with_the_test))
+
+        def holding() -> set[str]:
+            return {s["metric"].get("run_id")
+                    for s in query(url, _expression("SynthfactoryRephraseSlow"))}
+
+        rate = 'synthfactory_rephrase_tokens_per_second{run_id="%s"}'
+        _until("both workers' rates are scraped",
+               lambda: all(query(url, rate % run_id) and
+                           float(query(url, rate % run_id)[0]["value"][1]) > 0
+                           for run_id, _ in runs.values()))
+        _until("the slow-rate expression holds for the worker expecting more",
+               lambda: runs["slow"][0] in holding(), holding)
+        assert runs["fine"][0] not in holding()
+        assert all(w.poll() is None for w in workers), "a worker ended before the check"
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(timeout=30)
