@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from synthfactory.metrics import RephraseMetrics
 
 log = logging.getLogger(__name__)
+# quarantine reasons of the rephrase step (a row's reason may add the engine's words)
+REJECTED, EMPTY = "engine rejected the request", "empty output"
 
 PROMPT_COLUMNS = ["id", "template_id", "template_version", "system", "user"]
 
@@ -149,10 +151,10 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             for row in engine.submit(chunk, conversations,
                                      None if budgets is None else [budgets[r] for r in chunk]):
                 settled.add(row)
-                finished.append({"row": row, "reason": "engine rejected the request: "
+                finished.append({"row": row, "reason": f"{REJECTED}: "
                                  + engine.rejections.get(row, "unknown")})
                 if metrics:
-                    metrics.row(quarantined="engine rejected the request")
+                    metrics.row(quarantined=REJECTED)
         try:
             completions = engine.poll()
         except SynthfactoryError:
@@ -166,21 +168,21 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             if c.row in settled:
                 continue
             settled.add(c.row)
+            quarantined = None  # the metric's fixed reason; the row's may add the engine's
             if c.rejection:
-                finished.append({"row": c.row, "reason": "engine rejected the request: "
-                                 + c.rejection})
+                quarantined = REJECTED
+                finished.append({"row": c.row, "reason": f"{REJECTED}: {c.rejection}"})
             elif c.text.strip():
                 finished.append({"row": c.row, "output_text": c.text,
                                  "prompt_tokens": c.prompt_tokens,
                                  "output_tokens": c.output_tokens,
                                  "finish_reason": c.finish_reason})
             else:
-                finished.append({"row": c.row, "reason": "empty output"})
+                quarantined = EMPTY
+                finished.append({"row": c.row, "reason": EMPTY})
             progress.update(1, c.output_tokens)
             if metrics:
-                metrics.row(c.output_tokens or 0, c.prompt_tokens or 0,
-                            quarantined=("engine rejected the request" if c.rejection
-                                         else None if c.text.strip() else "empty output"))
+                metrics.row(c.output_tokens or 0, c.prompt_tokens or 0, quarantined=quarantined)
         if metrics:
             metrics.engine(engine.in_flight(), progress.rate(), stats)
         while len(finished) >= options.checkpoint_rows:
