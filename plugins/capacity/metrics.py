@@ -80,6 +80,25 @@ def push_wave(result: Any, context: Any, wait_started: Callable[[], float],
     """Push one check's figures when a Pushgateway is configured. True when pushed.
     ``wait_started`` is asked only then (it may ask Airflow for the first reschedule)."""
     environ = os.environ if environ is None else environ
+    if not environ.get(PUSHGATEWAY_ENV):
+        return False
+    return push_figures(result, wave_metrics(context, wait_started()), environ)
+
+
+def wave_metrics(context: Any, wait_started: float) -> dict[str, Any]:
+    """What a push needs besides the check: the task's labels, when the wait began and
+    the try number; plain values, so a deferred sensor hands them to its trigger."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    tries = str(getattr(ti, "try_number", "")) if ti is not None else ""
+    return {"labels": sensor_labels(context), "wait_started": wait_started,
+            "try_number": int(tries) if tries.isdigit() else None}
+
+
+def push_figures(result: Any, metrics: Mapping[str, Any],
+                 environ: Mapping[str, str] | None = None) -> bool:
+    """Push one check's figures under ``metrics`` (``wave_metrics``) when a Pushgateway
+    is configured: the sensor's pokes and its trigger's polls alike. True when pushed."""
+    environ = os.environ if environ is None else environ
     gateway = environ.get(PUSHGATEWAY_ENV)
     if not gateway:
         return False
@@ -90,17 +109,16 @@ def push_wave(result: Any, context: Any, wait_started: Callable[[], float],
                     "goes on without pushing", PUSHGATEWAY_ENV)
         return False
 
-    labels = sensor_labels(context)
+    labels = dict(metrics["labels"])
     registry = CollectorRegistry()
     families: dict[str, Gauge] = {}
-    for name, doc, extra, value in wave_samples(result, wait_started()):
+    for name, doc, extra, value in wave_samples(result, float(metrics["wait_started"])):
         if name not in families:
             families[name] = Gauge(PREFIX + name, doc, [*labels, *extra], registry=registry)
         families[name].labels(**labels, **extra).set(value)
-    ti = context.get("ti") if hasattr(context, "get") else None
-    if ti is not None and str(getattr(ti, "try_number", "")).isdigit():
+    if metrics.get("try_number") is not None:
         Gauge("synthfactory_task_try_number", "the task's attempt (1 = first)",
-              list(labels), registry=registry).labels(**labels).set(int(ti.try_number))
+              list(labels), registry=registry).labels(**labels).set(int(metrics["try_number"]))
     key = {k: v for k, v in labels.items() if k in METRIC_LABEL_ENV or k == "host"}
     try:
         push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=key, timeout=5)

@@ -13,7 +13,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from synthfactory_airflow.plugins.capacity.check import CapacityCheck
-from synthfactory_airflow.plugins.capacity.metrics import push_wave
+from synthfactory_airflow.plugins.capacity.metrics import push_wave, wave_metrics
 from synthfactory_airflow.plugins.capacity.trigger import WaveCapacityTrigger
 
 if TYPE_CHECKING:
@@ -138,7 +138,8 @@ class WaveCapacitySensor(BaseSensorOperator):
         if first:
             return first.xcom_value
         self.defer(
-            trigger=WaveCapacityTrigger(self._check().to_kwargs(), self.poke_interval),
+            trigger=WaveCapacityTrigger(self._check().to_kwargs(), self.poke_interval,
+                                        wave_metrics(context, self._wait_started(context))),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
         )

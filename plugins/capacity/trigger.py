@@ -14,6 +14,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from synthfactory_airflow.plugins.capacity.check import CapacityCheck
+from synthfactory_airflow.plugins.capacity.metrics import push_figures
 
 # A blip of the API server must not end a wait of hours; a broken config must end it.
 MAX_CONSECUTIVE_ERRORS = 3
@@ -22,14 +23,19 @@ MAX_CONSECUTIVE_ERRORS = 3
 class WaveCapacityTrigger(BaseTrigger):
     """Polls until the wave fits; fires {"status": "success" | "never" | "error", ...}."""
 
-    def __init__(self, check: dict[str, Any], poke_interval: float = 60.0) -> None:
+    def __init__(self, check: dict[str, Any], poke_interval: float = 60.0,
+                 metrics: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.check = check
         self.poke_interval = poke_interval
+        # the sensor's labels, wait start and try: each poll pushes as a poke would
+        # (plugins/capacity/metrics.py; when the triggerer has SYNTHFACTORY_PUSHGATEWAY)
+        self.metrics = metrics
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"check": self.check, "poke_interval": self.poke_interval})
+                {"check": self.check, "poke_interval": self.poke_interval,
+                 "metrics": self.metrics})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         check = CapacityCheck(**self.check)
@@ -48,6 +54,12 @@ class WaveCapacityTrigger(BaseTrigger):
             else:
                 errors = 0
                 self.log.info("capacity check\n%s", result.table)
+                if self.metrics is not None:  # a push failing costs a line, never the wait
+                    try:
+                        await asyncio.to_thread(push_figures, result, self.metrics)
+                    except Exception as exc:
+                        self.log.warning("metrics: the wave's figures were not pushed (%s)",
+                                         exc)
                 if result.fits:
                     yield TriggerEvent({"status": "success", "table": result.table,
                                         "xcom": result.xcom})

@@ -127,3 +127,51 @@ def test_the_wave_waiting_alert_holds_for_a_wave_still_waiting_after_half_an_hou
               lambda: holding() == {first})
         assert _sensor(FITS).poke(context(first)).is_done
         until("it no longer holds once the wave fits", lambda: holding() == set())
+
+
+def test_a_deferred_sensors_trigger_pushes_at_each_poll(gateway, monkeypatch):
+    """deferrable=True: the sensor's first poke pushes, then it hands its labels, wait
+    start and try to the trigger, whose polls in the triggerer push the same group (one
+    group per task, waiting 1). Break used: the trigger built without the sensor's
+    metrics (a push at the first poke only, as before): it carries none and the test
+    fails."""
+    import asyncio
+    import time
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from synthfactory_airflow.plugins.capacity.trigger import WaveCapacityTrigger
+
+    monkeypatch.setenv("SYNTHFACTORY_PUSHGATEWAY", gateway)
+    run = {**LABELS, "run_id": "manual__2026-12-04T15:00:00+00:00"}
+    ti = SimpleNamespace(**{**vars(_context()["ti"]), "run_id": run["run_id"]})
+    sensor = WaveCapacitySensor(task_id="wait_for_capacity", wave=WAITS, cluster="local",
+                                mode="reschedule", poke_interval=30, timeout=600,
+                                deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({"ti": ti})
+    path, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["metrics"]["labels"]["run_id"] == run["run_id"]
+
+    def pushed_at() -> list[float]:
+        return matching(scraped(gateway, "push_time_seconds"), job="synthfactory", **run)
+
+    (first,) = pushed_at()  # the sensor's own poke
+    trigger = WaveCapacityTrigger(**{**kwargs, "poke_interval": 0.2})
+
+    async def poll_for(seconds: float) -> None:
+        events = trigger.run()
+        try:
+            await asyncio.wait_for(anext(events), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            await events.aclose()
+
+    time.sleep(1.1)  # push_time_seconds has a second's resolution here and there
+    asyncio.run(poll_for(1.5))
+    (later,) = pushed_at()
+    assert later > first
+    assert matching(scraped(gateway, "synthfactory_capacity_waiting"), **run) == [1]
+    assert matching(scraped(gateway, "synthfactory_capacity_wait_started_timestamp_seconds"),
+                    **run) == [FIRST_POKE.timestamp()]
