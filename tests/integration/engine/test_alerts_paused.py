@@ -27,9 +27,10 @@ Killed: the pushes-stopped expression holds.
 SynthfactoryRephraseSlow is held against a throttled worker instead (the echo engine's
 delay: a GPU at a fraction of its rate), beside one that expects little: the tokens/s
 gauge is the rate since the shard started as of the worker's last loop, so a paused worker
-keeps its last figure and the stall alert is the one for a worker that stopped. Not
-covered here: SynthfactoryWaveWaitingOnCapacity (the capacity sensor's, an Airflow task with no fault
-hook; tests/integration/airflow/test_capacity_metrics_push.py pushes a waiting wave).
+keeps its last figure and the stall alert is the one for a worker that stopped.
+SynthfactoryWaveWaitingOnCapacity is the capacity sensor's, an Airflow task with no fault
+hook: tests/integration/airflow/test_capacity_metrics_push.py evaluates it live against a
+wave that does not fit.
 """
 
 from __future__ import annotations

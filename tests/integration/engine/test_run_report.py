@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from synthfactory import cli, storage
-from synthfactory.report import command
+from synthfactory.contract.names import DEFAULT_GPU_HOUR_USD, GPU_HOUR_USD_ENV
 from tests.support.run_folders import build_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -122,11 +122,11 @@ def test_run_still_rephrasing_reports_what_exists(finished_run):
     assert report["tokens"]["device_seconds"] == 60.0  # only the committed shard's
     shard0_tokens = by_shard["shard-00000"]["output_tokens"]
     assert report["cost"]["usd_per_1b_output_tokens"] == pytest.approx(
-        60 / 3600 * command.DEFAULT_GPU_HOUR_USD / shard0_tokens * 1e9, rel=1e-4)
+        60 / 3600 * DEFAULT_GPU_HOUR_USD / shard0_tokens * 1e9, rel=1e-4)
 
 
 def test_run_failed_before_stitch_still_gets_a_report(tmp_path, monkeypatch):
-    monkeypatch.setenv(command.PRICE_ENV, "1.25")
+    monkeypatch.setenv(GPU_HOUR_USD_ENV, "1.25")
     run_url = storage.normalize(str(tmp_path / "out" / "synthetic_rephrase" / "2026-01-01"))
     report = _report(run_url)
     assert report["complete"] is False
@@ -143,7 +143,7 @@ def test_bad_price_is_one_clear_line(tmp_path, monkeypatch, capsys):
         cli.main(["report", "--run", str(tmp_path), "--gpu-hour-usd", "-2"])
     assert exit_.value.code == 2
     assert "'-2': expected a price in USD >= 0" in capsys.readouterr().err
-    monkeypatch.setenv(command.PRICE_ENV, "cheap")
+    monkeypatch.setenv(GPU_HOUR_USD_ENV, "cheap")
     assert cli.main(["report", "--run", str(tmp_path)]) == 3  # a bad price stays bad
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("synthfactory report: error: $SYNTHFACTORY_GPU_HOUR_USD='cheap': "

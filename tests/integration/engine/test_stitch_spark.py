@@ -201,7 +201,7 @@ def test_budget_below_context_is_refused():
 
     args = Namespace(shard_tokens=100, max_model_len=2048, min_quality=None,
                      quality_column=None)
-    with pytest.raises(SynthfactoryError, match="--shard-tokens 100 is below"):
+    with pytest.raises(SynthfactoryError, match="--shard-tokens 100: below --max-model-len 2048"):
         run(args)
 
 
