@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from synthfactory.contract import RunFolder, paths, steps
+from synthfactory.contract.names import DEFAULT_CATALOG_NAME
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def dataset_of(url: str) -> DatasetName:
 
 
 def table_dataset(table: str, catalog: str | None = None) -> DatasetName:
-    return DatasetName(f"iceberg://{catalog or steps.CATALOG_FLAGS[0].default}", table)
+    return DatasetName(f"iceberg://{catalog or DEFAULT_CATALOG_NAME}", table)
 
 
 def _values(step: steps.Step, parsed: dict[str, Any], role: str) -> list[str]:

@@ -16,9 +16,9 @@ from typing import Any
 from synthfactory.contract import STYLES, steps
 from synthfactory_airflow.operators.template_folder import template_ids
 
-# the steps of synthetic_rephrase whose rules check_params runs (plan passes the rephrase
-# options on: their rules apply to the trigger's Params too)
-RUN_STEPS = ("crawl", "stitch", "plan", "rephrase", "register", "audit", "smoke", "report")
+# every step's rules: a rule names the fields it reads, and the trigger's Params hold
+# them all (plan passes the rephrase options on, so rephrase's rules apply too)
+RUN_STEPS = tuple(steps.STEPS)
 
 
 def problems(params: Mapping[str, Any], conf: Mapping[str, Any],

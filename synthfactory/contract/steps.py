@@ -20,6 +20,7 @@ flag's name is the engine's, with its old spellings as hidden aliases (docs/adr/
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -480,7 +481,7 @@ REPORT = Step(
              help=f"USD per device hour for the cost figure (default ${GPU_HOUR_USD_ENV} or "
                   f"{DEFAULT_GPU_HOUR_USD})"),
         Flag("--dag-id", value="{{ dag.dag_id }}", help="recorded in the report"),
-        Flag("--airflow-run-id", value="{{ run_id }}", help="recorded in the report"),
+        AIRFLOW_RUN_ID,
     ))
 
 SWEEP = Step(
@@ -579,7 +580,8 @@ def add_arguments(parser: argparse.ArgumentParser, step: Step | str,
 
 
 def parse_argv(argv: Sequence[str]) -> tuple[Step | None, dict[str, Any]]:
-    """(the step, its flags' values as strings by dest) of a rendered ``synthfactory``
+    """(the step, its flags' values by dest: a given value as the argv's string, an
+    absent one the table's default, a repeated flag a list) of a rendered ``synthfactory``
     argv; (None, {}) for a command that is not in the table. Unknown flags are ignored
     (an engine's own, or one from a newer engine), as are the options after a bare ``--``
     (plan's are the rephrase steps'), and nothing exits."""
@@ -593,7 +595,8 @@ def parse_argv(argv: Sequence[str]) -> tuple[Step | None, dict[str, Any]]:
     add_arguments(parser, step, lenient=True)
     try:
         values, _ = parser.parse_known_args(own)
-    except _Refused:
+    except _Refused as exc:  # lineage goes without datasets; the step itself will say why
+        logging.getLogger(__name__).debug("%s: argv not read for lineage: %s", step.name, exc)
         return step, {}
     return step, vars(values)
 

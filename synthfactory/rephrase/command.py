@@ -10,11 +10,9 @@ import time
 import pyarrow.compute as pc
 
 from synthfactory import storage
-from synthfactory.cli_types import (
-    AUTO,
-)
+from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import PermanentError
-from synthfactory.metrics import RephraseMetrics, step_labels
+from synthfactory.metrics import RephraseMetrics, exported, step_labels
 from synthfactory.model import default_model_dir
 from synthfactory.rephrase.engine_args import parse_engine_args
 from synthfactory.rephrase.engine_registry import add_engine_arguments, engine_kind
@@ -77,8 +75,9 @@ def run(args: argparse.Namespace) -> dict:
         # the driver pushes the task's figures as each shard comes back: per shard, and
         # without the replicas' engine statistics (docs/metrics.md)
         metrics = RephraseMetrics(step_labels(model))
-        metrics.planned(sum(storage.read_table(url, columns=["id"]).num_rows
-                            for url in shards), 0)
+        if exported():  # the shards' rows are read only when the figures go somewhere
+            metrics.planned(sum(storage.read_table(url, columns=["id"]).num_rows
+                                for url in shards), 0)
         metrics.start_pushing()
         try:
             results, pool = rephrase_on_ray(

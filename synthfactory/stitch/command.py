@@ -48,8 +48,8 @@ def manifest_files(manifest_url: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> dict:
     # the rules the trigger form's check_params runs too (the steps table's)
-    found = steps.problems(["stitch"], steps.cli_values("stitch", args),
-                           steps.cli_name("stitch", steps.cli_values("stitch", args)))
+    values = steps.cli_values("stitch", args)
+    found = steps.problems(["stitch"], values, steps.cli_name("stitch", values))
     if found:
         raise PermanentError("; ".join(found))
     names = [n.strip() for n in args.templates.split(",") if n.strip()]

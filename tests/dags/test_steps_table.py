@@ -161,25 +161,43 @@ def test_check_params_and_stitch_share_the_rule_functions():
                    "output would not fit in a shard"]
 
 
-def test_lineage_folders_come_from_the_table():
-    """Each step's run-folder datasets are the table's reads and writes (lineage has no
-    list of its own); crawl's and sweep's come from their flags' roles."""
+# Each step's run-folder datasets as lineage named them before the table (the old
+# operators/lineage.py FOLDERS), written out here so a wrong table entry fails.
+LINEAGE = {
+    "stitch": (["manifest"], ["prompts"]),
+    "plan": (["prompts"], []),
+    "rephrase": (["prompts"], ["generated"]),
+    "validate": (["prompts", "generated"], ["verdicts", "rejected"]),
+    "join": (["prompts", "generated", "verdicts"], ["joined"]),
+    "register": (["joined"], []),
+    "audit": (["manifest", "prompts", "generated", "verdicts", "joined"], []),
+    "smoke": (["joined"], []),
+    "report": (["manifest", "prompts", "generated", "verdicts"], ["report"]),
+}
+
+
+def test_lineage_reads_each_steps_datasets_from_the_table():
+    """The datasets of each step's argv, pinned (break: a step's reads or writes changed
+    in the table), an old spelling of the run flag (rephrase --out, smoke --from-run), the
+    run found from --shard when no run flag is given, crawl's and the table's flags."""
     from synthfactory_airflow.operators.lineage import step_datasets
 
     run = "s3://b/synthetic_rephrase/2026-11-29"
-    checked = 0
-    for step in steps.STEPS.values():
-        run_flag = next((f for f in step.flags if f.role == steps.RUN), None)
-        if run_flag is None:
-            continue
-        inputs, outputs = step_datasets([step.name, run_flag.name, run])
-        assert [d.name for d in inputs] == [f"synthetic_rephrase/2026-11-29/{p}"
-                                            for p in step.reads], step.name
-        assert [d.name for d in outputs] == [f"synthetic_rephrase/2026-11-29/{p}"
-                                             for p in step.writes], step.name
-        checked += 1
-    assert checked == 9
+    folder = "synthetic_rephrase/2026-11-29"
+    for name, (reads, writes) in LINEAGE.items():
+        inputs, outputs = step_datasets([name, "--run", run])
+        assert ([d.name for d in inputs], [d.name for d in outputs]) == (
+            [f"{folder}/{p}" for p in reads], [f"{folder}/{p}" for p in writes]), name
+    for argv in (["rephrase", "--out", run], ["smoke", "--from-run", run],
+                 ["rephrase", "--shard", f"{run}/prompts/shard-00000.parquet"]):
+        inputs, outputs = step_datasets(argv)
+        assert [d.name for d in inputs] == [f"{folder}/prompts"] or argv[0] == "smoke"
+        assert [d.name for d in inputs + outputs], argv
     inputs, outputs = step_datasets(["crawl", "--source", "s3://seeds/c", "--out",
                                      f"{run}/manifest"])
-    assert ([d.name for d in inputs], [d.name for d in outputs]) == (
-        ["c"], ["synthetic_rephrase/2026-11-29/manifest"])
+    assert ([d.name for d in inputs], [d.name for d in outputs]) == (["c"], [f"{folder}/manifest"])
+    _, outputs = step_datasets(["register", "--run", run, "--table", "synth.wrap",
+                                "--catalog", "lab"])
+    assert (outputs[-1].namespace, outputs[-1].name) == ("iceberg://lab", "synth.wrap")
+    inputs, _ = step_datasets(["audit", "--run", run, "--table=synth.wrap"])
+    assert (inputs[-1].namespace, inputs[-1].name) == ("iceberg://synthfactory", "synth.wrap")
