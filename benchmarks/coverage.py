@@ -45,8 +45,8 @@ import pyarrow as pa  # noqa: E402
 from machine import print_machine, result_line  # noqa: E402
 
 from synthfactory import storage  # noqa: E402
-from synthfactory.cli_types import AUTO  # noqa: E402
 from synthfactory.contract import paths  # noqa: E402
+from synthfactory.contract.flag_types import AUTO  # noqa: E402
 from synthfactory.corpus import iter_docstrings, iter_module_guides  # noqa: E402
 from synthfactory.join import join_run  # noqa: E402
 from synthfactory.layout import RunLayout  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.cli_types import non_negative_int, positive_int
+from synthfactory.contract.flag_types import non_negative_int, positive_int
 from synthfactory.errors import SynthfactoryError
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,6 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from synthfactory import storage
 from synthfactory.contract import CATALOG_URI_ENV, DEFAULT_WAREHOUSE, HOME_ENV, has_password
 from synthfactory.contract.catalog_uri import PASSWORD_KEYS, USERINFO, default_catalog_uri
-from synthfactory.contract.names import DEFAULT_CATALOG_NAME  # noqa: F401  (tests import it here)
 from synthfactory.contract.steps import CATALOG_FLAGS
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 

@@ -15,11 +15,11 @@ import logging
 
 from synthfactory import storage
 from synthfactory.contract import ManifestSummary
+from synthfactory.contract.names import MAX_KEYS_CAP
 from synthfactory.contract.paths import SUMMARY_NAME
 from synthfactory.crawl import checkpoint
 from synthfactory.crawl.crawler import Crawler, CrawlSettings
 from synthfactory.crawl.interval import Interval, PartitionTemplate
-from synthfactory.crawl.listing import MAX_KEYS_CAP
 from synthfactory.crawl.manifest_writer import manifest_schema
 from synthfactory.crawl.scope import CrawlScope
 from synthfactory.errors import PermanentError

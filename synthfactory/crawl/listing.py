@@ -7,10 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-# the cap on keys a request (real S3 never returns more than 1,000 a page; moto does, so
-# our code caps it), declared in the contract with the steps table's --max-keys
-from synthfactory.contract.names import MAX_KEYS_CAP  # noqa: F401
-
 
 @dataclass(frozen=True)
 class ListTask:

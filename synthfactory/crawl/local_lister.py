@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from synthfactory import storage
-from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo
+from synthfactory.contract.names import MAX_KEYS_CAP
+from synthfactory.crawl.listing import ListPage, ListTask, ObjectInfo
 from synthfactory.errors import SynthfactoryError
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from synthfactory.crawl.listing import MAX_KEYS_CAP, ListPage, ListTask, ObjectInfo
+from synthfactory.contract.names import MAX_KEYS_CAP
+from synthfactory.crawl.listing import ListPage, ListTask, ObjectInfo
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 
 _DENIED = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch",

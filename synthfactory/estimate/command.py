@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 
 from synthfactory.cli_alias import deprecated_flag
-from synthfactory.cli_types import non_negative_float, positive_float, positive_int
+from synthfactory.contract.flag_types import non_negative_float, positive_float, positive_int, price
 from synthfactory.errors import PermanentError
 from synthfactory.estimate import arithmetic as a
 from synthfactory.estimate.measured import Measured, from_run, from_sweep
-from synthfactory.report.price import gpu_hour_price, price
+from synthfactory.report.price import gpu_hour_price
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

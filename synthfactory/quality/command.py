@@ -12,7 +12,7 @@ import argparse
 from functools import cache
 
 from synthfactory import storage
-from synthfactory.cli_types import fraction, positive_int
+from synthfactory.contract.flag_types import fraction, positive_int
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.quality import dedup
 from synthfactory.quality.bounds import Bounds, bounds_from

@@ -7,7 +7,7 @@ import argparse
 import os
 
 from synthfactory.contract import GPU_HOUR_USD_ENV as PRICE_ENV
-from synthfactory.contract.flag_types import price  # noqa: F401  (estimate imports it here)
+from synthfactory.contract.flag_types import price
 from synthfactory.contract.names import DEFAULT_GPU_HOUR_USD
 from synthfactory.errors import SynthfactoryError
 

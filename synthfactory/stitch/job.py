@@ -10,8 +10,8 @@ from functools import partial
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.cli_types import AUTO
 from synthfactory.contract import ShardsJson, paths
+from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout

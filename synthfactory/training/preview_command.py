@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from synthfactory.cli_types import positive_int
+from synthfactory.contract.flag_types import positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

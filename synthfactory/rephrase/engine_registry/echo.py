@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from synthfactory.cli_types import non_negative_float
+from synthfactory.contract.flag_types import non_negative_float
 from synthfactory.rephrase.engine_registry.base import EngineKind
 
 

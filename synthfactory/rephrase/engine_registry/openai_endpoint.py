@@ -14,8 +14,8 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from synthfactory.cli_types import positive_float
 from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
+from synthfactory.contract.flag_types import positive_float
 from synthfactory.contract.steps import param_name, server_engine_takes_no_engine_args
 from synthfactory.errors import PermanentError
 from synthfactory.rephrase.endpoint import api_base

@@ -14,6 +14,7 @@ from synthfactory.audit import audit
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
 from synthfactory.contract import EXIT_PERMANENT
+from synthfactory.contract.names import DEFAULT_CATALOG_NAME
 from tests.support.run_folders import build_run
 
 TABLE = "synthetic.rephrased"
@@ -21,7 +22,7 @@ TABLE = "synthetic.rephrased"
 
 @pytest.fixture
 def settings(tmp_path) -> config.CatalogSettings:
-    return config.resolve_catalog(config.DEFAULT_CATALOG_NAME,
+    return config.resolve_catalog(DEFAULT_CATALOG_NAME,
                                   uri=f"sqlite:///{tmp_path}/catalog.db",
                                   warehouse=f"file://{tmp_path}/warehouse")
 

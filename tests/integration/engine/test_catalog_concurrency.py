@@ -29,6 +29,7 @@ import pytest
 from synthfactory.catalog import config
 from synthfactory.catalog.iceberg_table import COMMIT_PAUSE, FULL_METRICS
 from synthfactory.contract import PAUSE_AT_ENV, PAUSE_MARKER_ENV, PAUSE_RELEASE_ENV
+from synthfactory.contract.names import DEFAULT_CATALOG_NAME
 from tests.support.paths import WORKER
 from tests.support.run_folders import build_run, table_keys
 
@@ -44,7 +45,7 @@ def _catalog_uri(request, tmp_path, database: str) -> str:
 def _older_table(catalog_uri: str, warehouse: str, table: str) -> None:
     """The table as an earlier version left it: only ``run_url`` (both writers add the rest)."""
     catalog = config.open_catalog(config.resolve_catalog(
-        config.DEFAULT_CATALOG_NAME, uri=catalog_uri, warehouse=warehouse))
+        DEFAULT_CATALOG_NAME, uri=catalog_uri, warehouse=warehouse))
     try:
         catalog.create_namespace(table.split(".")[0])
         catalog.create_table(table, schema=pa.schema([pa.field("run_url", pa.string())]),
@@ -113,7 +114,7 @@ def test_two_days_registering_at_once_both_land_exactly_once(request, tmp_path, 
         assert "retrying on a fresh load of the table in" in loser, loser
     assert [s["rows"] for s in summaries] == [len(runs[d].generated) for d in DAYS]
 
-    settings = config.resolve_catalog(config.DEFAULT_CATALOG_NAME, uri=catalog_uri,
+    settings = config.resolve_catalog(DEFAULT_CATALOG_NAME, uri=catalog_uri,
                                       warehouse=warehouse)  # what register opened
     catalog = config.open_catalog(settings)
     try:

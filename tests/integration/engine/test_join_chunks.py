@@ -14,8 +14,8 @@ from synthfactory import storage
 from synthfactory.audit import audit
 from synthfactory.catalog import config
 from synthfactory.catalog.command import register
-from synthfactory.cli_types import AUTO
 from synthfactory.contract import paths
+from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.join import SEAM, join_run
 from synthfactory.layout import RunLayout

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthfactory import cli, contract, storage
-from synthfactory.cli_types import AUTO
 from synthfactory.contract import paths
+from synthfactory.contract.flag_types import AUTO
 from synthfactory.demo_summary import yield_lines
 from synthfactory.join import join_run
 from synthfactory.layout import RunLayout

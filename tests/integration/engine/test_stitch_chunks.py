@@ -17,7 +17,7 @@ import pytest
 
 from synthfactory import storage
 from synthfactory.audit import audit
-from synthfactory.cli_types import AUTO
+from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.join import join_run
 from synthfactory.layout import RunLayout

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from synthfactory import storage
-from synthfactory.cli_types import AUTO, budget
+from synthfactory.contract.flag_types import AUTO, budget
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 from tests.support.shards import write_prompt_shard
