@@ -11,9 +11,10 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param, chain
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, steps
+from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, paths, steps
 from synthfactory.contract.routing_form import routes_line
 from synthfactory_airflow.operators.param_rules import check_params_task
+from synthfactory_airflow.operators.param_switch import run_if_param
 from synthfactory_airflow.operators.runners import runner_for
 from synthfactory_airflow.operators.settings import Settings
 from synthfactory_airflow.plugins.capacity.sensor import WaveCapacitySensor
@@ -40,7 +41,8 @@ and registers the result as an Iceberg table.
 `shard.validate` (CPU pool), one mapped task group per shard group →
 `join_chunks` (each document's chunk outputs joined back in order: one row per document
 and template) → `register_catalog` (Iceberg + Asset event) → `audit_run` → `smoke_test_training` →
-`write_report`.
+`write_card` (the dataset card; Param write_card) and `export_dataset` (Parquet + card, and
+the Hub: Params export_url, hub_repo_id) → `write_report`.
 
 `write_report` is a teardown: it runs once every task before it has ended, failed runs
 too, and writes `report.json` and its figures into the run folder (the Run report view);
@@ -60,8 +62,9 @@ GROUPS = "{{ ti.xcom_pull(task_ids='plan_shards') | length }}"  # wave size = sh
 
 
 # The trigger form's sections, in the order a new user fills them.
-DATA, PROMPTS, MODEL, CATALOG, SMOKE = (
-    "Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test")
+DATA, PROMPTS, MODEL, GATE, CATALOG, SMOKE, EXPORT = (
+    "Data", "Prompts and shards", "Model and engine", "Quality gate", "Catalog", "Smoke test",
+    "Card and export")
 URL_PATTERN = r"^(file|s3)://\S+$"  # a bare path would resolve against the worker's cwd
 
 params = {
@@ -151,6 +154,25 @@ params = {
                          description="sampling temperature (0 = greedy)"),
     "checkpoint_rows": Param(16, type="integer", minimum=1, section=MODEL,
                              description="rows per checkpoint part (max work lost on a crash)"),
+    "max_attempts": Param(3, type="integer", minimum=1, section=MODEL,
+                          description="attempts per row: a row the quality gate rejects for "
+                                      "a reason another sample can fix (truncated, "
+                                      "repetition, too long, ...) is generated again, up to "
+                                      "this many times; 1: never"),
+    "repair": Param("trim", type="string", enum=["trim", "none"], section=MODEL,
+                    description="trim: an output that ran to its budget is cut back to its "
+                                "longest whole-sentence prefix that passes every check and "
+                                "marked trimmed, costing no GPU; none: never"),
+    # null allowed, as quality_column: the form sends an emptied field as null
+    "benchmarks": Param(None, type=["null", "string"], pattern=URL_PATTERN, section=GATE,
+                        description="folder (file://... or s3://...) of your benchmark files "
+                                    "(*.parquet or *.jsonl, one benchmark per file, a text "
+                                    "column): a row whose output or source shares a word "
+                                    "n-gram with one is rejected as contaminated, naming it; "
+                                    "empty: no decontamination"),
+    "decontaminate_n": Param(13, type="integer", minimum=5, maximum=64, section=GATE,
+                             description="words per n-gram of the decontamination check "
+                                         "(13, as datatrove and NeMo Curator)"),
     "gpus_per_task": Param(1, type="integer", minimum=1, maximum=16, section=MODEL,
                            description="GPUs per rephrase pod, one vLLM replica per GPU "
                                        "pulling the task's shards (Ray when > 1; on the CPU "
@@ -203,6 +225,25 @@ params = {
                    section=CATALOG, description="Iceberg table as namespace.name"),
     "smoke_steps": Param(10, type="integer", minimum=1, maximum=10000, section=SMOKE,
                          description="training steps of the smoke test"),
+    "write_card": Param(True, type="boolean", section=EXPORT,
+                        description="write the run's dataset card (card/README.md, the "
+                                    "Hugging Face format), linked from the Run report"),
+    "license": Param("other", type="string", minLength=1, section=EXPORT,
+                     description="the data's license on the card: an SPDX id (apache-2.0, "
+                                 "cc-by-4.0, odc-by-1.0, ...) or other"),
+    "export_url": Param(None, type=["null", "string"], pattern=URL_PATTERN, section=EXPORT,
+                        description="export the usable rows as Parquet files with the card "
+                                    "(README.md) to this folder (file://... or s3://...); "
+                                    "datasets.load_dataset reads it. Empty: no export"),
+    "hub_repo_id": Param(None, type=["null", "string"], pattern=r"^[\w.-]+/[\w.-]+$",
+                         section=EXPORT,
+                         description="with export_url: also push the export to this Hugging "
+                                     "Face dataset repo (OWNER/NAME). Empty: no push"),
+    "hub_conn_id": Param(None, type=["null", "string"], section=EXPORT,
+                         description="Airflow connection whose password is the Hugging Face "
+                                     "token of the push; reaches the step as environment "
+                                     "($HF_TOKEN), never argv. Kubernetes: the worker "
+                                     "Secret's HF_TOKEN instead"),
 }
 
 with DAG(
@@ -273,8 +314,24 @@ with DAG(
         task_id="smoke_test_training",
         # outputs sized to their sources (max_new_tokens auto) may be longer than the
         # smoke model's context: cut them, as a training job's loader would
-        arguments=steps.argv("smoke", {"--run": RUN, "--overlong": "truncate"}),
+        arguments=steps.argv("smoke", {"--run": RUN, "--overlong": "truncate",
+                                       "--output": RUN + "/" + paths.SMOKE_SUMMARY}),
         **RUNNER.step_kwargs(steps.SMOKE.kind, "smoke_test_training"),
+    )
+    # Each when its Param asks for it (skipped, not failed, otherwise): the run's dataset
+    # card, after the smoke test whose result it gives; the export of the usable rows
+    # with a card of their own, and its push to the Hub (docs/export.md)
+    card = Step(
+        task_id="write_card",
+        arguments=steps.argv("card", {"--run": RUN}),
+        pre_execute=run_if_param("write_card"),
+        **RUNNER.step_kwargs(steps.CARD.kind, "write_card"),
+    )
+    export = Step(
+        task_id="export_dataset",
+        arguments=steps.argv("export", {"--run": RUN}),
+        pre_execute=run_if_param("export_url"),
+        **RUNNER.step_kwargs(steps.EXPORT.kind, "export_dataset"), **RUNNER.hub_kwargs(),
     )
     # Last, whatever happened before (failed runs too): report.json + figures in the run
     # folder, shown by plugins/run_report. A teardown, so a report written for a failed
@@ -284,5 +341,6 @@ with DAG(
         arguments=steps.argv("report", {"--run": RUN}),
         **RUNNER.step_kwargs(steps.REPORT.kind, "write_report"),
     ).as_teardown()
-    chain(crawl, stitch, plan, wait, *shards, join, register, audit, smoke, report)
+    chain(crawl, stitch, plan, wait, *shards, join, register, audit, smoke, [card, export],
+          report)
     check >> crawl

@@ -1,7 +1,7 @@
 """The ``local`` runner: a step's argv as a subprocess of the worker environment.
 
 The subprocess gets an allowlisted environment (operators/step_env.py), plus the
-credentials of the step's AWS, catalog and endpoint connections as variables: never on argv,
+credentials of the step's AWS, catalog, endpoint and Hub connections as variables: never on argv,
 which is logged, rendered in the UI and readable by every process.
 """
 
@@ -48,13 +48,13 @@ class LocalStepOperator(StepLineageMixin, BaseOperator):
     OpenLineage: operators/lineage.py."""
 
     template_fields: Sequence[str] = ("arguments", "env_vars", "catalog_conn_id",
-                                       "endpoint_conn_id")
+                                       "endpoint_conn_id", "hub_conn_id")
     ui_color = "#e8f4ea"
 
     def __init__(self, *, arguments: list[str], worker_bin: str,
                  env_vars: dict[str, str] | None = None, aws_conn_id: str | None = None,
                  catalog_conn_id: str | None = None, endpoint_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 hub_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.arguments = arguments
         self.worker_bin = worker_bin
@@ -62,6 +62,7 @@ class LocalStepOperator(StepLineageMixin, BaseOperator):
         self.aws_conn_id = aws_conn_id
         self.catalog_conn_id = catalog_conn_id  # templated: "" means none
         self.endpoint_conn_id = endpoint_conn_id  # templated: "" means none
+        self.hub_conn_id = hub_conn_id  # templated: "" means none
         self._process: subprocess.Popen | None = None
 
     def execute(self, context: Any) -> dict | None:
@@ -71,7 +72,7 @@ class LocalStepOperator(StepLineageMixin, BaseOperator):
         with tempfile.TemporaryDirectory(prefix="synthfactory-step-") as tmp:
             result_file = Path(tmp) / "result.json"
             env = {**step_environment(os.environ), **self._aws_env(), **self._catalog_env(),
-                   **self._endpoint_env(), **metric_labels(context),
+                   **self._endpoint_env(), **self._hub_env(), **metric_labels(context),
                    **self.env_vars, RESULT_FILE_ENV: str(result_file)}
             self.log.info("running %s", " ".join(argv))
             self._process = subprocess.Popen(
@@ -110,6 +111,13 @@ class LocalStepOperator(StepLineageMixin, BaseOperator):
         from synthfactory_airflow.operators.endpoint_env import endpoint_environment
 
         return endpoint_environment(self.endpoint_conn_id)
+
+    def _hub_env(self) -> dict[str, str]:
+        if not self.hub_conn_id:
+            return {}
+        from synthfactory_airflow.operators.hub_env import hub_environment
+
+        return hub_environment(self.hub_conn_id)
 
     def on_kill(self) -> None:
         if self._process and self._process.poll() is None:

@@ -6,8 +6,10 @@ Each check reads what the steps wrote, not their summaries:
 - no (id, template) appears twice in the run's outputs;
 - each commit's prompt checksum matches its prompt shard now, and its output checksum
   matches its parts (a part swapped or edited after the commit is caught);
+- every attempt of a row is in attempts/ exactly once, numbered 1, 2, ... without a gap,
+  and the generated row is the attempt marked chosen (docs/adr/0141);
 - every generated row has the quality gate's verdict (verdicts/); the rejected ones are
-  counted apart;
+  counted apart, and the usable ones by the attempt that made them;
 - joined/ holds one row per document and template whose chunks were all generated,
   with its chunk count, usable exactly when every chunk is (docs/adr/0136); a document
   with a chunk quarantined at rephrase is left out;
@@ -20,8 +22,10 @@ left out; every joined row in exactly one of registered and rejected.
 
 Every discrepancy is printed, and the command exits 3 when there is any. The last line
 is ``RESULT audit docs_in=... prompt_rows=... generated=... quarantined=... rejected=...
-registered=... lost=... duplicated=... stale=... joined=... left_out=...``
-(``registered=unchecked`` without a catalog).
+registered=... lost=... duplicated=... stale=... joined=... left_out=... attempts=...
+usable_at=1:a,2:b,...`` (``registered=unchecked`` without a catalog): ``attempts`` is every
+generation the engine made, ``usable_at`` the usable rows by the attempt that made them;
+the rows rejected after their last attempt are ``rejected``.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class AuditReport:
     stale: int = 0
     joined: int = 0  # joined rows found: one per document and template
     left_out: int = 0  # documents x templates with a chunk quarantined: nothing to join
+    attempts: int = 0  # generations made, every attempt of every row
+    usable_at: Counter = field(default_factory=Counter)  # attempt -> usable rows it made
     problems: list[str] = field(default_factory=list)
 
     def result_line(self) -> str:
@@ -67,13 +73,19 @@ class AuditReport:
                 f"generated={self.generated} quarantined={self.quarantined} "
                 f"rejected={self.rejected} registered={registered} lost={self.lost} "
                 f"duplicated={self.duplicated} stale={self.stale} joined={self.joined} "
-                f"left_out={self.left_out}")
+                f"left_out={self.left_out} attempts={self.attempts} "
+                f"usable_at={self.usable_at_text()}")
+
+    def usable_at_text(self) -> str:
+        return ",".join(f"{k}:{n}" for k, n in sorted(self.usable_at.items())) or "none"
 
     def summary(self) -> dict:
         keys = ("run_url", "docs_in", "prompt_rows", "generated", "quarantined", "rejected",
                 "registered", "lost", "duplicated", "stale", "joined", "left_out")
-        return {k: getattr(self, k) for k in keys} | {"problems": len(self.problems),
-                                                      "clean": not self.problems}
+        return {k: getattr(self, k) for k in keys} | {
+            "attempts": self.attempts,
+            "usable_at": {str(k): n for k, n in sorted(self.usable_at.items())},
+            "problems": len(self.problems), "clean": not self.problems}
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -215,16 +227,22 @@ def _audit_verdicts(layout: RunLayout, name: str, committed_rows: list[tuple],
         report.problems.append(f"{url}: not found: {len(generated)} generated row(s) of {name} "
                                "have no quality verdict; run `synthfactory validate` for it")
         return
-    verdicts = storage.read_table(url, columns=["id", "template_id", "row", "usable"])
+    verdicts = storage.read_table(url)
     keys = [(name, *key) for key in zip(*(verdicts.column(c).to_pylist()
                                          for c in ("id", "template_id", "row")), strict=True)]
     if Counter(keys) != Counter(generated):
         report.problems.append(f"{url}: its verdicts are not the generated rows of {name} "
                                f"({len(keys)} verdicts, {len(generated)} generated rows)")
-    for key, usable in zip(keys, verdicts.column("usable").to_pylist(), strict=True):
+    # verdicts from before attempts were kept have no attempt column: each is a first try
+    attempt = (verdicts.column("attempt").to_pylist() if "attempt" in verdicts.column_names
+               else [1] * verdicts.num_rows)
+    for key, usable, k in zip(keys, verdicts.column("usable").to_pylist(), attempt,
+                              strict=True):
         if not usable and key in generated:
             rejected_rows.add(key)
             report.rejected += 1
+        elif usable and key in generated:
+            report.usable_at[int(k or 1)] += 1
 
 
 def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Table,
@@ -246,18 +264,22 @@ def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Ta
             f"{name}: stale: committed from prompts {commit.get('prompt_checksum')} but the "
             f"prompt shard is now {current}; rerun `synthfactory rephrase` for it")
     listed = {p["name"] for p in commit.get("parts", [])}
-    generated, quarantined = [], []
+    attempts_url = layout.shard_attempts(name)
+    generated, quarantined, attempts = [], [], []
     for part in sorted(listed):
         generated.append(_read(storage.join(out_url, part), report))
-        q_url = storage.join(quarantine_url, part)
-        if storage.exists(q_url):
-            quarantined.append(_read(q_url, report))
-    for url in storage.list_files(out_url, suffix=".parquet"):
-        if url.rsplit("/", 1)[-1] not in listed:
-            report.problems.append(f"{url}: a part that {name}'s commit does not list")
+        for folder_url, tables in ((quarantine_url, quarantined), (attempts_url, attempts)):
+            url = storage.join(folder_url, part)
+            if storage.exists(url):
+                tables.append(_read(url, report))
+    for folder_url in (out_url, attempts_url):
+        for url in storage.list_files(folder_url, suffix=".parquet"):
+            if url.rsplit("/", 1)[-1] not in listed:
+                report.problems.append(f"{url}: a part that {name}'s commit does not list")
     generated = [t for t in generated if t is not None]
     quarantined = [t for t in quarantined if t is not None]
-    if commit.get("output_checksum") != output_checksum(generated, quarantined):
+    attempts = [t for t in attempts if t is not None]
+    if commit.get("output_checksum") != output_checksum(generated, quarantined, attempts):
         report.stale += 1
         report.problems.append(f"{name}: its parts changed after the commit (output checksum "
                                f"{commit.get('output_checksum')} does not match the files)")
@@ -282,6 +304,7 @@ def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Ta
                     committed_rows.append((name, doc_id, template, row))
                 else:
                     report.quarantined += 1
+    _audit_attempts(name, attempts, generated, report)
     missing = [r for r in range(len(ids)) if seen[r] == 0]
     twice = {r: n for r, n in seen.items() if n > 1}
     report.lost += len(missing)
@@ -293,6 +316,52 @@ def _audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Ta
         report.problems.append(f"{name}: {len(twice)} prompt row(s) in more than one output, "
                                f"e.g. rows {sorted(twice)[:5]}")
     return status
+
+
+def _audit_attempts(name: str, attempts: list[pa.Table], generated: list[pa.Table],
+                    report: AuditReport) -> None:
+    """Each row's attempts are 1..k, each once, and its generated row is the chosen one.
+
+    A shard from before attempts were kept has no attempts/ parts: its rows made one
+    attempt each."""
+    made: Counter = Counter()  # (row, attempt)
+    chosen: dict[int, int] = {}
+    for t in attempts:
+        for row, attempt, is_chosen in zip(t.column("row").to_pylist(),
+                                           t.column("attempt").to_pylist(),
+                                           t.column("chosen").to_pylist(), strict=True):
+            made[(row, attempt)] += 1
+            if is_chosen:
+                chosen[row] = attempt
+    kept = {row: attempt for t in generated
+            for row, attempt in zip(t.column("row").to_pylist(),
+                                    (t.column("attempt").to_pylist()
+                                     if "attempt" in t.column_names else [1] * t.num_rows),
+                                    strict=True)}
+    if not made:
+        report.attempts += len(kept)
+        return
+    report.attempts += len(made)
+    twice = {key: n for key, n in made.items() if n > 1}
+    if twice:
+        report.duplicated += sum(n - 1 for n in twice.values())
+        report.problems.append(f"{name}: {len(twice)} attempt(s) in more than one part, "
+                               f"e.g. (row, attempt) {sorted(twice)[0]}")
+    rows: dict[int, set[int]] = {}
+    for row, attempt in made:
+        rows.setdefault(row, set()).add(attempt)
+    gaps = {row: sorted(set(range(1, max(a) + 1)) - a) for row, a in rows.items()
+            if a != set(range(1, max(a) + 1))}
+    if gaps:
+        report.lost += sum(len(g) for g in gaps.values())
+        row = min(gaps)
+        report.problems.append(f"{name}: {len(gaps)} row(s) with an attempt missing, e.g. row "
+                               f"{row} lacks attempt(s) {gaps[row]}")
+    wrong = [row for row, attempt in kept.items() if row in rows and chosen.get(row) != attempt]
+    if wrong:
+        report.problems.append(f"{name}: {len(wrong)} generated row(s) are not their chosen "
+                               f"attempt, e.g. row {wrong[0]} keeps attempt {kept[wrong[0]]}, "
+                               f"attempts/ chose {chosen.get(wrong[0])}")
 
 
 def _audit_documents(layout: RunLayout, prompt_ids: set[str], id_column: str,

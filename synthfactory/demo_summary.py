@@ -6,7 +6,7 @@ import argparse
 import textwrap
 
 from synthfactory import hardware, storage
-from synthfactory.contract import ReportJson, build_report, shard_figures
+from synthfactory.contract import ReportJson, build_report, paths, shard_figures
 from synthfactory.layout import RunLayout
 
 LABEL = 24  # the width of the first column
@@ -64,6 +64,27 @@ def yield_lines(report: ReportJson) -> list[str]:
             lines.append("by domain".ljust(LABEL) + ", ".join(
                 f"{d} {f['usable_tokens']}/{f['source_tokens']} = {_ratio(f['token_yield'])}"
                 f" ({f['usable']}/{f['joined']} rows)" for d, f in domains.items()))
+    return lines
+
+
+def attempt_lines(report: ReportJson) -> list[str]:
+    """What a usable token cost: attempts per row, usable share after each attempt,
+    generated tokens per usable token (docs/adr/0141)."""
+    a = report.get("attempts")
+    if not a or not a["rows"]:
+        return []
+    after = ", ".join(f"{k}: {_pct(v)}" for k, v in a["usable_share_after"].items())
+    lines = ["attempts".ljust(LABEL) + f"{a['made']} for {a['rows']} prompt rows = "
+             f"{a['per_row']:.2f} a row (at most {a['max_attempts']})"]
+    if after:
+        lines.append("usable after attempt".ljust(LABEL) + after + " of joined rows"
+                     + (f"; {a['chunked_saved']} chunked document(s) saved by a later "
+                        "attempt" if a["chunked_saved"] else "")
+                     + (f"; {a['trimmed']} with a trimmed chunk" if a["trimmed"] else ""))
+    if a["generated_per_usable"] is not None:
+        lines.append("cost of a usable token".ljust(LABEL) + f"{a['generated_tokens']} "
+                     f"generated / {a['usable_tokens']} usable = "
+                     f"{a['generated_per_usable']:.2f} generated tokens per usable token")
     return lines
 
 
@@ -174,10 +195,16 @@ def main() -> None:
     print("\n".join(engine_lines(report)))
     print("\n".join(quality_lines(report)))
     print("\n".join(yield_lines(report)))
+    print("\n".join(attempt_lines(report)))
     print(f"catalog table           {args.table}: {arrow.num_rows} rows of this run "
           f"({catalog.properties.get('uri')})")
     print("query it with           .venv-worker/bin/synthfactory catalog show "
           f"{args.table} --catalog-uri {args.catalog_uri} --warehouse {args.warehouse}")
+    card = storage.join(layout.run_url, paths.CARD)
+    if storage.exists(card):  # write_card (docs/export.md)
+        print(f"dataset card            {card}")
+        print(f"export it with          .venv-worker/bin/synthfactory export --run "
+              f"{layout.run_url} --out file:///tmp/synthfactory-export")
     print(f"\nexample ({example['template_id']} style), source document {example['id']}:")
     print(_wrap(source))
     print("rephrased:")

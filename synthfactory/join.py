@@ -37,6 +37,7 @@ from synthfactory.contract import JoinedJson, JoinedTemplate, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
+from synthfactory.quality.repair import TRIMMED
 from synthfactory.quality.table import QA_PAIRS
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,16 @@ JOINED_SCHEMA = pa.schema([
     ("qa_pairs", QA_PAIRS),
     # the document's domain (web, code, math; the prompt rows'); null: stitched before
     ("domain", pa.string()),
+    # the latest attempt among its chunks' chosen ones (1: every chunk's first); null:
+    # generated before attempts were kept (docs/adr/0141)
+    ("attempt", pa.int32()),
+    ("trimmed_chunks", pa.int32()),  # chunks whose output was trimmed (quality/repair.py)
 ])
 UNKNOWN_DOMAIN = "unknown"  # by_domain's key for rows of a run stitched before domains
 # the generated columns a joined row adds up or judges; any other (an older or newer
 # worker's) is carried from the document's first chunk, as register carried it before
 _GENERATED = {"id", "template_id", "row", "output_text", "prompt_tokens", "output_tokens",
-              "finish_reason", "model"}
+              "finish_reason", "model", "attempt", "kept_tokens"}
 
 
 def run(args: argparse.Namespace) -> JoinedJson:
@@ -94,6 +99,7 @@ class _Chunk:
     extra: dict
     qa_pairs: list | None = None
     domain: str | None = None
+    attempt: int | None = None
 
 
 @dataclass
@@ -142,6 +148,11 @@ class _Totals:
     chunks_left_out: int = 0
     source_tokens: int = 0
     usable_output_tokens: int = 0
+    # usable rows by the latest attempt their chunks needed (docs/adr/0141)
+    usable_at_attempt: dict[str, int] = field(default_factory=dict)
+    chunked_usable: int = 0
+    chunked_saved: int = 0  # chunked documents usable only thanks to a later attempt
+    trimmed: int = 0  # usable rows with a trimmed chunk
     by_template: dict[str, JoinedTemplate] = field(default_factory=dict)
     by_domain: dict[str, JoinedTemplate] = field(default_factory=dict)
 
@@ -161,6 +172,12 @@ class _Totals:
                 group["usable_output_tokens"] += row["output_tokens"]
         if row["usable"]:
             self.usable_output_tokens += row["output_tokens"]
+            attempt = str(row["attempt"] or 1)
+            self.usable_at_attempt[attempt] = self.usable_at_attempt.get(attempt, 0) + 1
+            self.trimmed += bool(row["trimmed_chunks"])
+            if row["chunk_count"] > 1:
+                self.chunked_usable += 1
+                self.chunked_saved += (row["attempt"] or 1) > 1
 
     def summary(self, parts: list, committed: CommittedRun) -> JoinedJson:
         return {
@@ -169,6 +186,10 @@ class _Totals:
             "rejected": self.rejected, "left_out": self.left_out,
             "chunks_left_out": self.chunks_left_out, "source_tokens": self.source_tokens,
             "usable_output_tokens": self.usable_output_tokens,
+            "usable_at_attempt": dict(sorted(self.usable_at_attempt.items(),
+                                             key=lambda kv: int(kv[0]))),
+            "chunked_usable": self.chunked_usable, "chunked_saved": self.chunked_saved,
+            "trimmed": self.trimmed,
             "by_template": dict(sorted(self.by_template.items())),
             "by_domain": dict(sorted(self.by_domain.items())),
             "parts": parts,
@@ -229,10 +250,13 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
             doc.chunks[int(index[row] or 0)] = _Chunk(
                 int(index[row] or 0), shard.name, g["output_text"] or "", v["clean_text"],
                 bool(v["usable"]), list(v["reasons"] or []), int(g["prompt_tokens"] or 0),
-                int(g["output_tokens"] or 0), int(source[row] or 0), g["finish_reason"],
+                # the tokens the row keeps: a trimmed output's, not all it generated
+                int(g.get("kept_tokens") if g.get("kept_tokens") is not None
+                    else g["output_tokens"] or 0),
+                int(source[row] or 0), g["finish_reason"],
                 g.get("template_version"), g["model"],
                 {k: v for k, v in g.items() if k not in _GENERATED}, v.get("qa_pairs"),
-                domains[row])
+                domains[row], g.get("attempt"))
         if len(doc.chunks) + doc.quarantined < doc.count:
             continue  # chunks still to come, in a later row or shard
         del pending[key]
@@ -283,6 +307,8 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
         "source_tokens": sum(c.source_tokens for c in chunks),
         "finish_reason": finish, "model": chunks[0].model, "shard": chunks[0].shard,
         "qa_pairs": pairs, "domain": chunks[0].domain,
+        "attempt": max((c.attempt for c in chunks if c.attempt is not None), default=None),
+        "trimmed_chunks": sum(c.finish_reason == TRIMMED for c in chunks),
         **{k: v for k, v in chunks[0].extra.items() if k != "template_version"},
     }
 

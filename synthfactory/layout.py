@@ -78,6 +78,9 @@ class RunLayout:
     def rephrase_quarantine(self, shard: str) -> str:
         return self.url(paths.rephrase_quarantine(shard))
 
+    def shard_attempts(self, shard: str) -> str:
+        return self.url(paths.attempts(shard))
+
 
 def shard_name(shard_url: str) -> str:
     """``.../prompts/shard-00003.parquet`` -> ``shard-00003``."""

@@ -128,6 +128,11 @@ class RephraseMetrics:
         self._quarantined = Counter(PREFIX + "rephrase_quarantined_rows",
                                     "rows quarantined, by reason", [*names, "reason"],
                                     registry=self.registry)
+        # one per attempt under each reason the gate gave it, or "usable" / "trimmed"
+        self._attempts = Counter(PREFIX + "rephrase_attempts",
+                                 "attempts at rows, by the worker's verdict: usable, trimmed, "
+                                 "or each reason it was rejected for", [*names, "reason"],
+                                 registry=self.registry)
         self.last_checkpoint = gauge("rephrase_last_checkpoint_timestamp_seconds",
                                      "when the task last saved a part (or started)")
         self.expected_rate = gauge("rephrase_expected_tokens_per_second",
@@ -166,6 +171,15 @@ class RephraseMetrics:
         self.prompt_tokens.inc(prompt_tokens)
         if quarantined is not None:
             self._quarantined.labels(**self.labels, reason=quarantined).inc()
+
+    def attempt(self, reasons: list[str], repair: str | None, output_tokens: int,
+                retried: bool) -> None:
+        """One attempt at a row judged; a retried one's tokens count here (a row's last
+        attempt counts its own in ``row``)."""
+        for reason in ([repair] if repair else reasons or ["usable"]):
+            self._attempts.labels(**self.labels, reason=reason).inc()
+        if retried:
+            self.output_tokens.inc(output_tokens)
 
     def checkpointed(self) -> None:
         self.last_checkpoint.set_to_current_time()

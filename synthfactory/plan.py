@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from synthfactory import storage
-from synthfactory.contract import PlanGroup
+from synthfactory.contract import PlanGroup, steps
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 
@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
             "tokens": sum(s["tokens"] for s in group),
             "rows": sum(s["rows"] for s in group),
             "rephrase": ["rephrase", *shard_flags, "--run", layout.run_url, *options],
-            "validate": ["validate", *shard_flags, "--run", layout.run_url],
+            "validate": ["validate", *shard_flags, "--run", layout.run_url,
+                         *steps.gate_options(args)],
         })
     return planned

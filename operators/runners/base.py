@@ -65,6 +65,12 @@ class Runner(ABC):
         model and key to the step as environment (engine = endpoint)."""
         return {}
 
+    # -- the Hub token of export_dataset ----------------------------------------------
+    def hub_kwargs(self) -> dict[str, Any]:
+        """Operator arguments of the export step that bring the hub connection's token to
+        it as environment ($HF_TOKEN). Kubernetes: none; the worker Secret holds it."""
+        return {}
+
     # -- the rephrase wave -----------------------------------------------------------
     @abstractmethod
     def wave(self, groups: str) -> list[dict[str, Any]]:

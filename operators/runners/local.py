@@ -47,6 +47,10 @@ class LocalRunner(Runner):
         return {"endpoint_conn_id":
                 "{{ params.endpoint_conn_id or '' if params.engine == 'endpoint' else '' }}"}
 
+    def hub_kwargs(self) -> dict[str, Any]:
+        # resolved into $HF_TOKEN when the export step starts; null Param: none
+        return {"hub_conn_id": "{{ params.hub_conn_id or '' }}"}
+
     def wave(self, groups: str) -> list[dict[str, Any]]:
         # One worker process of a kind at a time on one machine: what it needs here (vLLM
         # CPU peaks near 4 GB), one core per engine replica (`gpus_per_task` on the CPU build).

@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, is_undefined, select_autoescape
 
+from synthfactory.contract import paths
 from synthfactory_airflow.plugins.run_report import dag_runs, run_files
 from synthfactory_airflow.plugins.run_report.so_far import load_report
 
@@ -73,13 +74,22 @@ def create_app(resolve_run=dag_runs.run_folder, roots=dag_runs.default_roots,
                                                        refresh_s=REFRESH_S, **context)
         return HTMLResponse(html, status_code=status)
 
-    def report_page(request: Request, run: str, figure_url, note: str | None = None):
+    def report_page(request: Request, run: str, figure_url, card_url: str,
+                    note: str | None = None):
         try:
             report = load_report(run)
         except run_files.RunFileError as exc:
             raise HTTPException(500, str(exc)) from exc
+        has_card = run_files.read_bytes(run_files.join(run, paths.CARD)) is not None
         return page(request, "report.html", report=report, run=run, figure_url=figure_url,
-                    note=note)
+                    card_url=card_url if has_card else None, note=note)
+
+    def card_response(run: str) -> Response:
+        data = run_files.read_bytes(run_files.join(run, paths.CARD))
+        if data is None:
+            raise HTTPException(404, f"{run}: no dataset card (yet: the write_card task)")
+        return Response(data, media_type="text/markdown; charset=utf-8",
+                        headers={"Cache-Control": "no-cache"})
 
     def figure_response(run: str, name: str) -> Response:
         if name not in FIGURES:
@@ -105,7 +115,8 @@ def create_app(resolve_run=dag_runs.run_folder, roots=dag_runs.default_roots,
         run = allowed(run)
         base = request.scope.get("root_path", "").rstrip("/")
         return report_page(
-            request, run, lambda name: f"{base}/figure/{name}?run={quote(run, safe='')}")
+            request, run, lambda name: f"{base}/figure/{name}?run={quote(run, safe='')}",
+            f"{base}/card?run={quote(run, safe='')}")
 
     @app.get("/report.json")
     def report_json(run: str):
@@ -114,6 +125,10 @@ def create_app(resolve_run=dag_runs.run_folder, roots=dag_runs.default_roots,
     @app.get("/figure/{name}")
     def figure(run: str, name: str):
         return figure_response(allowed(run), name)
+
+    @app.get("/card")
+    def card(run: str):
+        return card_response(allowed(run))
 
     def dag_run_folder(dag_id: str, run_id: str) -> str:
         if dag_id not in dag_runs.REPORTED_DAGS:
@@ -134,10 +149,15 @@ def create_app(resolve_run=dag_runs.run_folder, roots=dag_runs.default_roots,
         if not report["so_far"] and report.get("airflow_run_id") not in (None, run_id):
             note = (f"report.json was written by DAG run {report['airflow_run_id']}, an "
                     f"earlier run of the same interval; this run's own report comes at its end")
-        return report_page(request, run, lambda name: f"{prefix}/figure/{name}", note)
+        return report_page(request, run, lambda name: f"{prefix}/figure/{name}",
+                           f"{prefix}/card", note)
 
     @app.get("/dags/{dag_id}/runs/{run_id}/figure/{name}")
     def dag_run_figure(dag_id: str, run_id: str, name: str):
         return figure_response(dag_run_folder(dag_id, run_id), name)
+
+    @app.get("/dags/{dag_id}/runs/{run_id}/card")
+    def dag_run_card(dag_id: str, run_id: str):
+        return card_response(dag_run_folder(dag_id, run_id))
 
     return app

@@ -48,6 +48,12 @@ RUNS_SCHEMA = pa.schema(
         ("seed_tokens", pa.int64()),  # the documents stitch read (shards.json)
         ("usable_tokens", pa.int64()),  # output tokens of the usable joined rows
         ("token_yield", pa.float64()),  # usable_tokens / seed_tokens
+        # what a usable token cost (docs/adr/0141): every attempt's generation counted
+        ("attempts_made", pa.int64()),
+        ("attempts_per_row", pa.float64()),
+        ("usable_at_attempt", pa.string()),  # JSON: attempt -> usable joined rows
+        ("chunked_saved", pa.int64()),  # chunked documents usable thanks to a later attempt
+        ("generated_per_usable", pa.float64()),  # output_tokens / usable_tokens
         ("include_rejected", pa.bool_()),
         ("prompt_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
@@ -87,6 +93,11 @@ class RunLineage:
     seed_tokens: int | None
     usable_tokens: int | None
     token_yield: float | None
+    attempts_made: int
+    attempts_per_row: float | None
+    usable_at_attempt: dict
+    chunked_saved: int | None
+    generated_per_usable: float | None
     include_rejected: bool
     quality_reasons: dict
     prompt_tokens: int
@@ -106,7 +117,7 @@ class RunLineage:
     def runs_row(self, table_name: str, snapshot_id: int, registered_at: datetime) -> pa.Table:
         row = asdict(self)
         row.update(table_name=table_name, snapshot_id=snapshot_id, registered_at=registered_at)
-        for key in ("templates", "engine_args", "sampling"):
+        for key in ("templates", "engine_args", "sampling", "usable_at_attempt"):
             row[key] = json.dumps(row[key], sort_keys=True)
         return pa.Table.from_pylist([{f.name: row[f.name] for f in RUNS_SCHEMA}], RUNS_SCHEMA)
 
@@ -135,6 +146,10 @@ def lineage_of(
     seed_tokens = shards_json.get("seed_tokens")  # None: stitched before it was counted
     usable_tokens = joined["usable_output_tokens"] if joined else None
     generated = int(run.total("rows_generated"))
+    # a commit from before attempts were kept made one attempt a row
+    made = sum((s.commit.get("attempts") or {}).get("made", s.commit.get("rows_in") or 0)
+               for s in run.shards)
+    output_tokens = int(run.total("output_tokens"))
     models = sorted({str(s.commit["model"]) for s in run.shards if s.commit.get("model")})
     devices = sorted({str(s.commit["device"]) for s in run.shards if s.commit.get("device")})
     return RunLineage(
@@ -167,10 +182,16 @@ def lineage_of(
         usable_tokens=usable_tokens,
         token_yield=(round(usable_tokens / seed_tokens, 4)
                      if seed_tokens and usable_tokens is not None else None),
+        attempts_made=made,
+        attempts_per_row=round(made / run.total("rows_in"), 4) if run.total("rows_in") else None,
+        usable_at_attempt=dict((joined or {}).get("usable_at_attempt") or {}),
+        chunked_saved=joined.get("chunked_saved") if joined else None,
+        generated_per_usable=(round(output_tokens / usable_tokens, 4) if usable_tokens
+                              else None),
         include_rejected=include_rejected,
         quality_reasons=reasons,
         prompt_tokens=int(run.total("prompt_tokens")),
-        output_tokens=int(run.total("output_tokens")),
+        output_tokens=output_tokens,
         device_seconds=round(float(run.total("device_seconds")), 3),
     )
 

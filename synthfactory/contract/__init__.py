@@ -52,6 +52,7 @@ from synthfactory.contract.report_figures import (
 )
 from synthfactory.contract.run_folder import RunFiles, RunFolder, ShardFiles, not_written
 from synthfactory.contract.shapes import (
+    CommitAttempts,
     CommitPart,
     CommittedJson,
     CommitTimings,
@@ -94,7 +95,7 @@ __all__ = [
     "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "GPU_HOUR_USD_ENV", "HOME_ENV",
     "METRIC_LABEL_ENV", "NOT_RETRYABLE", "NO_PASSWORD_PATTERN", "PAUSE_AT_ENV",
     "PAUSE_MARKER_ENV", "PAUSE_RELEASE_ENV", "PROGRESS_SECONDS_ENV", "PUSHGATEWAY_ENV",
-    "RESULT_FILE_ENV", "STYLES", "TRY_NUMBER_ENV", "CommitPart",
+    "RESULT_FILE_ENV", "STYLES", "TRY_NUMBER_ENV", "CommitAttempts", "CommitPart",
     "CommitTimings", "CommittedJson", "LengthStats", "ManifestSummary", "PlanGroup",
     "QualityCounts", "QuarantinePart", "ReportCost", "ReportExample", "ReportJson", "ReportLengths",
     "ReportProgress", "ReportSlowShard",

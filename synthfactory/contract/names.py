@@ -42,3 +42,7 @@ STYLES = ("encyclopedic", "easy", "qa", "tutorial", "summary", "faq", "distill",
 DEFAULT_GPU_HOUR_USD = 2.50  # an on-demand H100-class hour, order of magnitude
 DEFAULT_CATALOG_NAME = "synthfactory"  # the pyiceberg catalog name steps use by default
 MAX_KEYS_CAP = 1000  # S3's ListObjectsV2 returns at most 1,000 keys a request
+
+# the Hugging Face token of `export --hub-repo`: what huggingface_hub itself reads; set
+# from the DAG's hub_conn_id (local runner) or the worker Secret (Kubernetes)
+HUB_TOKEN_ENV = "HF_TOKEN"

@@ -26,9 +26,13 @@ JOINED_SUMMARY = f"{JOINED}/{JOINED_NAME}"
 QUARANTINE = "quarantine"
 STITCH_QUARANTINE = f"{QUARANTINE}/stitch"
 REPHRASE_QUARANTINE = f"{QUARANTINE}/rephrase"
+# every attempt of every row, the chosen and the rejected ones (rephrase; docs/adr/0141)
+ATTEMPTS = "attempts"
 REPORT = "report"
 REPORT_JSON = f"{REPORT}/report.json"
 STALE = "stale"  # outputs of older prompts, set aside (docs/adr/0055)
+SMOKE_SUMMARY = "smoke/summary.json"  # the smoke test's summary (smoke --output)
+CARD = "card/README.md"  # the run's dataset card (card; docs/export.md)
 
 SHARD_NAME = re.compile(r"shard-(\d{5,})")  # a prompt shard's name, without .parquet
 PART_NAME = re.compile(r"part-(\d{5,})\.parquet")
@@ -77,6 +81,10 @@ def joined(shard: str) -> str:
 
 def rephrase_quarantine(shard: str) -> str:
     return join(REPHRASE_QUARANTINE, shard)
+
+
+def attempts(shard: str) -> str:
+    return join(ATTEMPTS, shard)
 
 
 def stale_shard(shard: str, stamp: str) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from synthfactory.contract import paths
 from synthfactory.contract.run_folder import RunFiles, ShardFiles
 from synthfactory.contract.shapes import (
+    ReportAttempts,
     ReportCost,
     ReportDomainYield,
     ReportExample,
@@ -214,6 +215,7 @@ def quality_figures(files: RunFiles,
     if not gated:
         return None, 0.0, [pre_gate(p) for p in old]
     reasons: Counter = Counter()
+    contaminated_by: Counter = Counter()
     by_template: dict[str, Counter] = {}
     usable = rejected = tokens = 0
     generation_s = device_s = 0.0
@@ -223,6 +225,7 @@ def quality_figures(files: RunFiles,
         rejected += quality["rejected"]
         tokens += quality["usable_output_tokens"]
         reasons.update(quality["reasons"])  # every reason, zeros too
+        contaminated_by.update(quality.get("contaminated_by") or {})
         for template, counts in quality["by_template"].items():
             by_template.setdefault(template, Counter()).update(counts)
         commit = shard.commit or {}
@@ -235,6 +238,7 @@ def quality_figures(files: RunFiles,
         "rejected": rejected,
         "yield": share(usable, usable + rejected),
         "reasons": dict(reasons),
+        "contaminated_by": dict(sorted(contaminated_by.items())),
         "by_template": {t: {"generated": c["generated"], "usable": c["usable"],
                             "yield": share(c["usable"], c["generated"]),
                             **template_token_yield(files.joined, t)}
@@ -288,6 +292,47 @@ def token_yield_figures(plan: dict, joined: dict | None) -> ReportTokenYield:
         "usable_rows": joined["usable"] if joined else None,
         "usable_tokens": usable,
         "yield": share(usable, seed) if seed and usable is not None else None,
+    }
+
+
+def attempts_figures(files: RunFiles) -> ReportAttempts:
+    """Attempts per row, usable share after each attempt and generated tokens per usable
+    token, from the commits (what the engine made) and the join (what was kept). A
+    commit from before attempts were kept made one attempt a row."""
+    commits = [s.commit for s in files.shards if s.commit]
+    rows = sum(c.get("rows_in") or 0 for c in commits)
+    made, chosen, limits = 0, Counter(), []
+    for c in commits:
+        a = c.get("attempts")
+        if a is None:
+            made += c.get("rows_in") or 0
+            chosen["1"] += c.get("rows_generated") or 0
+            continue
+        made += a["made"]
+        chosen.update(a["chosen_at"])
+        limits.append(a["max_attempts"])
+    generated = sum(c.get("output_tokens") or 0 for c in commits)
+    joined = files.joined
+    after: dict[str, float | None] = {}
+    if joined:
+        usable_at = {int(k): n for k, n in (joined.get("usable_at_attempt") or {}).items()}
+        last = max([*usable_at, *limits, 1])
+        running = 0
+        for k in range(1, last + 1):
+            running += usable_at.get(k, 0)
+            after[str(k)] = share(running, joined["joined"])
+    usable = joined["usable_output_tokens"] if joined else None
+    return {
+        "max_attempts": max(limits) if limits else (1 if commits else None),
+        "rows": rows, "made": made, "per_row": round(made / rows, 4) if rows else None,
+        "chosen_at": dict(sorted(chosen.items(), key=lambda kv: int(kv[0]))),
+        "usable_share_after": after,
+        "chunked_usable": joined.get("chunked_usable") if joined else None,
+        "chunked_saved": joined.get("chunked_saved") if joined else None,
+        "trimmed": joined.get("trimmed") if joined else None,
+        "generated_tokens": generated,
+        "usable_tokens": usable,
+        "generated_per_usable": round(generated / usable, 4) if usable else None,
     }
 
 
@@ -369,5 +414,6 @@ def build_report(
         "examples": examples or [],
         "quality": quality,
         "token_yield": token_yield_figures(plan, files.joined),
+        "attempts": attempts_figures(files),
         "figures": {},
     }

@@ -86,6 +86,13 @@ class CommitTimings(TypedDict):
     generating_fraction: float | None  # generation_s / wall_s; None for a zero wall time
 
 
+class CommitAttempts(TypedDict):
+    max_attempts: int
+    repair: str  # trim or none (--repair)
+    made: int
+    chosen_at: dict[str, int]
+
+
 class CommittedJson(TypedDict):
     shard: str
     prompt_shard: str  # URL
@@ -95,7 +102,10 @@ class CommittedJson(TypedDict):
     parts: list[CommitPart]
     quarantine_parts: list[QuarantinePart]
     prompt_tokens: int
-    output_tokens: int
+    output_tokens: int  # every attempt's: what the engine generated (docs/adr/0141)
+    # the rows' attempts: max_attempts, made in all, and rows by the attempt chosen
+    # ("1", "2", ...); absent in commits from before attempts were kept
+    attempts: NotRequired[CommitAttempts]
     prompt_checksum: str  # sha256:...
     output_checksum: str
     model: str
@@ -141,6 +151,14 @@ class QualityCounts(TypedDict):
     reasons: dict[str, int]  # every reason of the gate's vocabulary -> rows
     usable_output_tokens: int
     by_template: dict[str, TemplateYield]
+    # benchmark -> rows contaminated by it (validate --benchmarks); absent before it
+    contaminated_by: NotRequired[dict[str, int]]
+
+
+class Decontamination(TypedDict):
+    url: str  # the benchmarks folder (or file)
+    n: int  # words per n-gram
+    benchmarks: list[str]  # the benchmarks' names: their files' stems
 
 
 class ValidationJson(TypedDict):
@@ -152,6 +170,8 @@ class ValidationJson(TypedDict):
     flags: ValidationFlags
     rows_flagged: int
     quality: QualityCounts  # the quality gate's verdicts (docs/quality.md)
+    # the benchmarks the rows were checked against (validate --benchmarks); absent without
+    decontamination: NotRequired[Decontamination]
 
 
 # -- joined/_JOINED.json (join; also its XCom) -----------------------------------------
@@ -179,7 +199,12 @@ class JoinedJson(TypedDict):
     left_out: int  # documents x templates not joined: a chunk quarantined at rephrase
     chunks_left_out: int  # their generated chunks, not joined
     source_tokens: int
-    usable_output_tokens: int
+    usable_output_tokens: int  # the tokens the usable rows keep (a trimmed chunk's part)
+    # usable rows by the latest attempt their chunks needed ("1", "2", ...; docs/adr/0141)
+    usable_at_attempt: dict[str, int]
+    chunked_usable: int  # usable rows of chunked documents
+    chunked_saved: int  # of them, usable only thanks to a chunk's later attempt
+    trimmed: int  # usable rows with a trimmed chunk (quality/repair.py)
     by_template: dict[str, JoinedTemplate]
     # the same counts by the documents' domain (web, code, math; "unknown": a run
     # stitched before domains); adds up to joined, usable and the token sums (ADR 0139)
@@ -383,6 +408,24 @@ ReportTokenYield = TypedDict("ReportTokenYield", {
 })
 
 
+class ReportAttempts(TypedDict):
+    """What a usable token cost (docs/adr/0141): every attempt the engine made counts."""
+
+    max_attempts: int | None  # the --max-attempts of the committed shards (the largest)
+    rows: int  # prompt rows of committed shards
+    made: int  # attempts made: generations, retries included
+    per_row: float | None  # made / rows
+    chosen_at: dict[str, int]  # attempt -> rows whose output is that attempt's
+    # joined rows usable by attempt k (their chunks' latest), cumulative, over joined rows
+    usable_share_after: dict[str, float | None]
+    chunked_usable: int | None  # usable joined rows of chunked documents
+    chunked_saved: int | None  # of them, usable only thanks to a later attempt
+    trimmed: int | None  # usable joined rows with a trimmed chunk
+    generated_tokens: int  # every attempt's output tokens (committed shards)
+    usable_tokens: int | None  # what the usable joined rows keep
+    generated_per_usable: float | None  # generated / usable tokens: the price's multiplier
+
+
 class ReportRejectedExample(TypedDict):
     reason: str  # the reason this example stands for
     reasons: list[str]  # every reason of the row
@@ -401,6 +444,8 @@ ReportQuality = TypedDict("ReportQuality", {
     "rejected": int,
     "yield": float | None,  # usable / rows
     "reasons": dict[str, int],  # reason -> rows (a row may have several)
+    # benchmark -> rows contaminated by it ({}: none, or no --benchmarks)
+    "contaminated_by": dict[str, int],
     "by_template": dict[str, ReportTemplateYield],
     # from the join ({} before it): by the documents' domain (ADR 0139)
     "by_domain": dict[str, ReportDomainYield],
@@ -428,6 +473,7 @@ class ReportJson(TypedDict):
     examples: list[ReportExample]
     quality: ReportQuality | None  # None before any shard was gated (or validated pre-gate)
     token_yield: ReportTokenYield
+    attempts: NotRequired[ReportAttempts]  # absent in reports from before docs/adr/0141
     figures: dict[str, str]  # figure name -> PNG file name beside report.json
     dag_id: NotRequired[str | None]  # the three set by `synthfactory report`
     airflow_run_id: NotRequired[str | None]

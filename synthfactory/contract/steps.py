@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from synthfactory.contract import paths
@@ -362,6 +362,14 @@ REPHRASE = Step(
         Flag("--top-p", type=probability, default=0.95, help="nucleus sampling's top-p"),
         Flag("--checkpoint-rows", type=positive_int, default=64, param="checkpoint_rows",
              help="rows per checkpoint part"),
+        Flag("--max-attempts", type=positive_int, default=3, param="max_attempts",
+             help="attempts per row: a row the gate's per-row checks reject for a reason "
+                  "another sample can fix is generated again, up to this many times "
+                  "(1: never; docs/adr/0141)"),
+        Flag("--repair", choices=("trim", "none"), default="trim", param="repair",
+             help="trim: an output stopped at its budget is cut back to its longest whole-"
+                  "sentence prefix that passes every check, marked trimmed (no GPU); none: "
+                  "never (with --max-attempts 1, the behaviour before docs/adr/0141)"),
         # 0 would never submit a request and spin forever, hence positive_int
         Flag("--max-in-flight", type=positive_int, default=256,
              help="requests queued in the engine at once"),
@@ -384,12 +392,36 @@ REPHRASE = Step(
                   "registry's entries (docs/adr/0135)"),
     ))
 
+# validate's options that take a Param. The mapped validate task's argv is plan's XCom,
+# which Airflow does not template: plan takes them (without a lineage role: it does not
+# read the benchmarks) and puts them in each group's validate argv.
+GATE_FLAGS = (
+    Flag("--benchmarks", type=optional_text, one_item=True, param="benchmarks",
+         value="{{ params.benchmarks or '' }}", role=INPUT,
+         help="folder URL of benchmark files (*.parquet, *.jsonl: one benchmark per file, "
+              "a text column): a row whose output or source shares a word n-gram with one "
+              "is rejected as contaminated (docs/decontamination.md); default: none"),
+    # an int, not a checked type: n < 5 is a bad input (exit 3, one line), which the step
+    # reports before any work (quality/decontaminate.py check_n)
+    Flag("--decontaminate-n", type=int, default=13, param="decontaminate_n",
+         help="words per n-gram of the decontamination check (at least 5)"),
+)
+
+
+def gate_options(args: Any) -> list[str]:
+    """The GATE_FLAGS of parsed ``args`` as validate's argv items (unset ones left out)."""
+    return [f"{flag.name}={value}" for flag in GATE_FLAGS
+            if (value := getattr(args, flag.dest, None)) is not None]
+
+
 PLAN = Step(
     "plan", "group shards for the rephrase wave and size the wave", "synthfactory.plan", CPU,
     reads=(paths.PROMPTS,), passes_on="rephrase", flags=(
         Flag("--run", required=True, role=RUN, help="run URL (reads prompts/shards.json)"),
         Flag("--max-groups", type=positive_int, required=True, param="max_shard_groups",
              help="at most this many rephrase tasks (<= Airflow's max_map_length)"),
+        *(replace(flag, role=None, help=f"passed on to every validate: {flag.help}")
+          for flag in GATE_FLAGS),
         Flag("rephrase_options", nargs=argparse.REMAINDER,
              help="-- then options passed to every `synthfactory rephrase`"),
     ))
@@ -401,6 +433,7 @@ VALIDATE = Step(
         Flag("--run", role=RUN, help="run URL (default: the shard's run)"),
         Flag("--max-repetition", type=fraction, default=0.5,
              help="flag outputs whose repeated 4-gram share exceeds this"),
+        *GATE_FLAGS,
     ))
 
 JOIN = Step(
@@ -436,6 +469,41 @@ AUDIT = Step(
         Flag("--id-column", default="id", param="id_column",
              help="document id column of the seeds"),
         *CATALOG_FLAGS,
+    ))
+
+LICENSE_FLAG = Flag("--license", default="other", param="license",
+                    help="the data's license on the card: an SPDX id (apache-2.0, "
+                         "cc-by-4.0, odc-by-1.0, ...) or other")
+DAG_ID = Flag("--dag-id", value="{{ dag.dag_id }}", help="recorded in the report")
+
+CARD = Step(
+    "card", "write the run's dataset card (Hugging Face format)",
+    "synthfactory.export.card_command", CPU,
+    reads=(paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS, paths.JOINED),
+    writes=(paths.CARD,), flags=(
+        RUN_FLAG, LICENSE_FLAG,
+        Flag("--out", role=OUTPUT,
+             help=f"where to write the card (default {{run}}/{paths.CARD})"),
+        replace(DAG_ID, help="recorded on the card"), AIRFLOW_RUN_ID,
+    ))
+
+EXPORT = Step(
+    "export", "export the usable rows as Parquet with the dataset card (and to the Hub)",
+    "synthfactory.export.command", CPU,
+    reads=(paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS, paths.JOINED),
+    flags=(
+        RUN_FLAG,
+        Flag("--out", required=True, param="export_url", role=OUTPUT,
+             value="{{ params.export_url or '' }}",
+             help="folder URL (file:// or s3://): data/train-NNNNN.parquet and README.md"),
+        LICENSE_FLAG,
+        Flag("--max-file-mb", type=positive_float, default=256.0,
+             help="most row data per Parquet file, in MiB"),
+        Flag("--hub-repo", type=optional_text, one_item=True, param="hub_repo_id",
+             value="{{ params.hub_repo_id or '' }}",
+             help="also push the folder to this Hugging Face dataset repo (OWNER/NAME); the "
+                  "token is $HF_TOKEN (hub_conn_id). Default: no push"),
+        replace(DAG_ID, help="recorded on the card"), AIRFLOW_RUN_ID,
     ))
 
 SMOKE = Step(
@@ -480,8 +548,7 @@ REPORT = Step(
         Flag("--gpu-hour-usd", type=price, aliases=("--gpu-hour-price",),
              help=f"USD per device hour for the cost figure (default ${GPU_HOUR_USD_ENV} or "
                   f"{DEFAULT_GPU_HOUR_USD})"),
-        Flag("--dag-id", value="{{ dag.dag_id }}", help="recorded in the report"),
-        AIRFLOW_RUN_ID,
+        DAG_ID, AIRFLOW_RUN_ID,
     ))
 
 SWEEP = Step(
@@ -525,10 +592,12 @@ SWEEP = Step(
     ))
 
 STEPS: dict[str, Step] = {step.name: step for step in (
-    CRAWL, STITCH, PLAN, REPHRASE, VALIDATE, JOIN, REGISTER, AUDIT, SMOKE, REPORT, SWEEP)}
+    CRAWL, STITCH, PLAN, REPHRASE, VALIDATE, JOIN, REGISTER, AUDIT, CARD, EXPORT, SMOKE,
+    REPORT, SWEEP)}
 # Params that reach a step as environment, never argv (a connection's secrets)
 ENVIRONMENT_PARAMS = {"catalog_conn_id": "register, audit: the catalog URI",
-                      "endpoint_conn_id": "rephrase, sweep: the endpoint's URL, model and key"}
+                      "endpoint_conn_id": "rephrase, sweep: the endpoint's URL, model and key",
+                      "hub_conn_id": "export: the Hugging Face token ($HF_TOKEN)"}
 
 
 # -- the parser -------------------------------------------------------------------------

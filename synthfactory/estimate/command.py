@@ -188,7 +188,9 @@ def table(s: dict) -> str:
     if s.get("usable_tokens") is not None:
         rows[1:1] = [
             ("usable tokens", _n(s["usable_tokens"]),
-             f"--tokens; generated at the run's usable share {s['measured_usable_share']:.1%}"),
+             f"--tokens; generated at the run's usable share {s['measured_usable_share']:.1%} "
+             f"({1 / s['measured_usable_share']:.2f} generated tokens per usable token, "
+             "every attempt counted)"),
             ("seed tokens needed", _n(s["seed_tokens_needed"]),
              f"at the run's token yield {s['measured_token_yield']:.4f} usable per seed "
              "token"),

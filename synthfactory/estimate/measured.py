@@ -42,13 +42,17 @@ def from_run(url: str) -> Measured:
     devices = ", ".join(tokens.get("devices") or []) or "unknown device"
     produced = report.get("token_yield") or {}
     usable = produced.get("usable_tokens")
+    # every attempt's tokens over the usable ones (docs/adr/0141): retries and rejected
+    # rows are GPU time the plan pays for too
+    per_usable = (report.get("attempts") or {}).get("generated_per_usable")
     return Measured(
         tokens_per_s_per_gpu=round(output / device_s, 2),
         startup_s=None if starts is None else round(startup / starts, 3) if starts else 0.0,
         source=f"run {run_url} ({len(committed)} committed shards, {devices})",
         generating_fraction=tokens.get("generating_fraction"),
         token_yield=produced.get("yield") or None,
-        usable_share=(round(usable / tokens["output"], 4)
+        usable_share=(round(1 / per_usable, 4) if per_usable else
+                      round(usable / tokens["output"], 4)
                       if usable and tokens.get("output") else None))
 
 

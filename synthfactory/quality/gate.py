@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from synthfactory.quality import checks, dedup, domain
 from synthfactory.quality.bounds import Bounds
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.reasons import REASONS
+
+if TYPE_CHECKING:
+    from synthfactory.quality.decontaminate import BenchmarkIndex
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class Verdict:
     # the parsed pairs of a template whose output_shape is qa_pairs ([] when the output
     # does not parse into them: wrong_format); None for every other template
     qa_pairs: list[dict[str, str]] | None = None
+    # the benchmarks whose n-grams the output or its source holds (reason contaminated)
+    contaminated_by: list[str] = field(default_factory=list)
 
     @property
     def usable(self) -> bool:
@@ -94,12 +100,31 @@ def _qa_pairs(text: str, bounds: Bounds, domain_checks: bool) -> list[dict[str, 
     return (domain.qa_pairs(text) if text else None) or []
 
 
+def _contaminated_by(rows: Sequence[Row], texts: Sequence[str],
+                     benchmarks: BenchmarkIndex | None) -> list[list[str]]:
+    """Per row, the benchmarks its output or its source shares an n-gram with (a source's
+    matches looked up once: its templates' rows share it)."""
+    if benchmarks is None:
+        return [[] for _ in rows]
+    by_source: dict[str, list[str]] = {}
+    out = []
+    for row, text in zip(rows, texts, strict=True):
+        source = row.source_text or ""
+        if source not in by_source:
+            by_source[source] = benchmarks.matches(source)
+        found = set(by_source[source]) | set(benchmarks.matches(text))
+        out.append(sorted(found))
+    return out
+
+
 def assess(rows: Sequence[Row], bounds_for: Callable[[str | None], Bounds],
            duplicate_jaccard: float = dedup.JACCARD,
-           domain_checks: bool = True) -> list[Verdict]:
+           domain_checks: bool = True,
+           benchmarks: BenchmarkIndex | None = None) -> list[Verdict]:
     """``domain_checks=False``: without the checks templates declare (code_broken,
     numbers_lost, wrong_format, and judging copying and language by prose alone); only
-    benchmarks/quality.py's baseline passes it."""
+    benchmarks/quality.py's baseline passes it. ``benchmarks``: the decontamination
+    index (quality/decontaminate.py); None: no row is checked against one."""
     texts = [clean_text(row.output_text or "") for row in rows]
     out_words = [checks.words(text) for text in texts]
     bounds = [bounds_for(row.template) for row in rows]
@@ -109,13 +134,18 @@ def assess(rows: Sequence[Row], bounds_for: Callable[[str | None], Bounds],
     for reasons, parsed, b in zip(found, pairs, bounds, strict=True):
         if parsed == [] and b.output_shape == "qa_pairs" and "empty" not in reasons:
             reasons.add("wrong_format")
+    contaminated = _contaminated_by(rows, texts, benchmarks)
+    for reasons, names in zip(found, contaminated, strict=True):
+        if names:
+            reasons.add("contaminated")
     duplicate = dedup.duplicates(out_words, duplicate_jaccard,
                                  candidates=[not reasons for reasons in found])
     for reasons, is_duplicate in zip(found, duplicate, strict=True):
         if is_duplicate:
             reasons.add("duplicate")
-    return [Verdict(text, [r for r in REASONS if r in reasons], parsed)
-            for text, reasons, parsed in zip(texts, found, pairs, strict=True)]
+    return [Verdict(text, [r for r in REASONS if r in reasons], parsed, names)
+            for text, reasons, parsed, names in zip(texts, found, pairs, contaminated,
+                                                    strict=True)]
 
 
 def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
@@ -127,28 +157,60 @@ def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
     return totals
 
 
+class Gate:
+    """Each template's bounds and the source of each row, for a run: the templates are
+    the run's copies (``run_templates``, stitch writes them) found before the shipped
+    ones, so a run stitched from a folder of one's own is gated by its own. Loaded once
+    per template, for validate's whole shard and for the rephrase worker's rows one at
+    a time alike."""
+
+    def __init__(self, max_repetition: float | None = None, run_templates: str | None = None,
+                 benchmarks: BenchmarkIndex | None = None):
+        self.max_repetition = max_repetition
+        self.run_templates = run_templates
+        self.benchmarks = benchmarks
+        self._templates: dict[str, object] = {}
+        self._bounds: dict[str, Bounds] = {}
+        self.default = Bounds().override(max_repetition=max_repetition)
+
+    def _load(self, template: str) -> None:
+        from synthfactory.quality.bounds import bounds_from
+        from synthfactory.stitch.templates import load_template, load_used
+
+        tpl = (load_used(template, self.run_templates) if self.run_templates
+               else load_template(template))
+        self._templates[template] = tpl
+        self._bounds[template] = bounds_from(tpl.quality, f"template {template!r}").override(
+            max_repetition=self.max_repetition)
+
+    def row(self, user: str, output: str | None, finish: str | None,
+            template: str | None) -> Row:
+        """The gate's row of a prompt row's user message and an output of it."""
+        from synthfactory.quality.source import source_of
+
+        if template and template not in self._templates:
+            self._load(template)
+        source = source_of(user, self._templates[template]) if template else user
+        return Row(source, output or "", finish, template)
+
+    def bounds(self, template: str | None) -> Bounds:
+        return self._bounds.get(template, self.default) if template else self.default
+
+    def assess(self, rows: Sequence[Row]) -> list[Verdict]:
+        return assess(rows, self.bounds, benchmarks=self.benchmarks)
+
+
 def verdict_columns(rows: Sequence[tuple[str, str, str | None, str | None]],
                     max_repetition: float | None = None,
-                    run_templates: str | None = None) -> dict[str, list]:
+                    run_templates: str | None = None,
+                    benchmarks: BenchmarkIndex | None = None) -> dict[str, list]:
     """(user message, output, finish_reason, template id) per row -> the verdict columns
-    ``usable``, ``reasons``, ``clean_text`` and ``qa_pairs``, each row against its
-    template's bounds and the source its user message holds (the pipeline's validate
-    step). ``run_templates``: the run's copies of its templates (stitch writes them),
-    found there before the shipped ones, so a run stitched from a folder of one's own is
-    gated by its own."""
-    from synthfactory.quality.bounds import bounds_from
-    from synthfactory.quality.source import source_of
-    from synthfactory.stitch.templates import load_template, load_used
-
-    ids = {row[3] for row in rows if row[3]}
-    templates = {t: load_used(t, run_templates) if run_templates else load_template(t)
-                 for t in ids}
-    bounds = {t: bounds_from(tpl.quality, f"template {t!r}").override(
-        max_repetition=max_repetition) for t, tpl in templates.items()}
-    default = Bounds().override(max_repetition=max_repetition)
-    gated = [Row(source_of(user, templates[t]) if t in templates else user, output or "",
-                 finish, t) for user, output, finish, t in rows]
-    verdicts = assess(gated, lambda t: bounds.get(t, default))
+    ``usable``, ``reasons``, ``clean_text``, ``qa_pairs`` and ``contaminated_by``, each row
+    against its template's bounds and the source its user message holds (the pipeline's
+    validate step; the templates as ``Gate`` finds them)."""
+    gate = Gate(max_repetition, run_templates, benchmarks)
+    verdicts = gate.assess([gate.row(*row) for row in rows])
     return {"usable": [v.usable for v in verdicts], "reasons": [v.reasons for v in verdicts],
             "clean_text": [v.clean_text for v in verdicts],
-            "qa_pairs": [v.qa_pairs for v in verdicts]}
+            "qa_pairs": [v.qa_pairs for v in verdicts],
+            "contaminated_by": [v.contaminated_by for v in verdicts]}

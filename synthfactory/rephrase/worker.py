@@ -1,6 +1,9 @@
 """Rephrase one prompt shard exactly once, resuming from its checkpoints.
 
-Every (id, template) of the shard ends in exactly one part or one quarantine part;
+Every (id, template) of the shard ends in exactly one part or one quarantine part, and
+every attempt at it in exactly one attempts part (a row the gate's per-row checks reject
+for a reason another sample can fix is generated again, up to ``max_attempts``:
+rephrase/attempts.py, docs/adr/0141);
 ``_COMMITTED.json`` is written last and makes a rerun a no-op, as long as the prompt
 shard still has the content checksum the commit records; parts and commits of other
 prompts are set aside and the shard is regenerated (never mixed). A crash (engine or
@@ -13,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -23,7 +27,10 @@ from synthfactory import storage
 from synthfactory.contract import CommittedJson, CommitTimings, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout, run_url_of_shard, shard_name
+from synthfactory.quality.gate import Gate
+from synthfactory.rephrase.attempts import Judge, Outcome, request_sampling, sampling_json
 from synthfactory.rephrase.checkpoint import (
+    ATTEMPTS_SCHEMA,
     GENERATED_SCHEMA,
     QUARANTINE_SCHEMA,
     ConcurrentWriter,
@@ -51,15 +58,24 @@ class WorkerOptions:
     max_in_flight: int = 256
     sampling: dict | None = None
     per_row_budgets: bool = False  # each row's max_new_tokens column caps its generation
+    # attempts per row (1: no row is generated again) and trimming an output that ran on
+    # to its budget (quality/repair.py); with neither, the worker judges nothing (the
+    # attempts' reasons are null) and needs no template. The CLI: the steps table's
+    # --max-attempts, repairs on.
+    max_attempts: int = 1
+    repairs: bool = False
+    max_repetition: float | None = None  # the gate's; None: its default (validate's)
     # the task's Prometheus metrics (synthfactory/metrics.py); in-process runs only: a
     # registry does not travel to Ray actors
     metrics: RephraseMetrics | None = field(default=None, compare=False, repr=False)
 
 
-def shard_paths(shard_url: str, run_url: str | None) -> tuple[str, str, str]:
+def shard_paths(shard_url: str, run_url: str | None) -> tuple[str, str, str, str]:
+    """The shard's name, and its output, rephrase quarantine and attempts folders."""
     layout = RunLayout(run_url or run_url_of_shard(shard_url))
     name = shard_name(shard_url)
-    return name, layout.shard_output(name), layout.rephrase_quarantine(name)
+    return (name, layout.shard_output(name), layout.rephrase_quarantine(name),
+            layout.shard_attempts(name))
 
 
 def read_commit(out_url: str) -> CommittedJson | None:
@@ -72,7 +88,8 @@ def rephrase_shard(
     options: WorkerOptions,
 ) -> dict:
     started_at, started = _now(), time.monotonic()
-    name, out_url, quarantine_url = shard_paths(shard_url, run_url)
+    name, out_url, quarantine_url, attempts_url = shard_paths(shard_url, run_url)
+    run = run_url or run_url_of_shard(shard_url)
     prompts = storage.read_table(shard_url)
     missing = [c for c in PROMPT_COLUMNS if c not in prompts.column_names]
     if missing:
@@ -87,17 +104,20 @@ def rephrase_shard(
                 options.metrics.planned(prompts.num_rows, prompts.num_rows)
             return {**_summary(committed), "status": "already committed"}
         set_aside_to = set_aside(
-            run_url or run_url_of_shard(shard_url), name, out_url, quarantine_url,
-            f"committed from other prompts ({committed.get('prompt_checksum')} != {checksum})")
+            run, name, out_url, quarantine_url,
+            f"committed from other prompts ({committed.get('prompt_checksum')} != {checksum})",
+            attempts_url)
     rows_in = prompts.num_rows
-    parts = ShardParts.scan(out_url, quarantine_url, rows_in, checksum)
+    parts = ShardParts.scan(out_url, quarantine_url, attempts_url, rows_in, checksum)
     if parts.stale_parts():
         set_aside_to = set_aside(
-            run_url or run_url_of_shard(shard_url), name, out_url, quarantine_url,
-            f"part(s) {', '.join(parts.stale_parts())} come from other prompts")
-        parts = ShardParts.scan(out_url, quarantine_url, rows_in, checksum)
+            run, name, out_url, quarantine_url,
+            f"part(s) {', '.join(parts.stale_parts())} come from other prompts", attempts_url)
+        parts = ShardParts.scan(out_url, quarantine_url, attempts_url, rows_in, checksum)
     done = parts.done_rows
     pending = [r for r in range(rows_in) if r not in done]
+    made = parts.attempts_made()  # rows a crash left between two attempts resume at the next
+    resumed_attempts = sum(len(p.attempts) for p in parts.parts)
     if options.metrics:
         options.metrics.planned(rows_in, rows_in - len(pending))
     log.info("%s: %d rows, %d already in %d part(s), %d to generate",
@@ -109,7 +129,11 @@ def rephrase_shard(
         spans.startup = (asked, time.monotonic())
         if options.metrics:
             options.metrics.engine_started(spans.startup[1] - spans.startup[0])
-        _generate(prompts, pending, the_engine, parts, options, name)
+        judge = (Judge(Gate(options.max_repetition, RunLayout(run).prompt_templates),
+                       options.max_attempts, options.repairs)
+                 if options.max_attempts > 1 or options.repairs else None)
+        _generate(prompts, pending, the_engine, parts, options, name, judge,
+                  {r: made.get(r, 0) + 1 for r in pending})
         spans.generation = (spans.startup[1], time.monotonic())
     parts.check_no_rival()
     commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
@@ -120,11 +144,17 @@ def rephrase_shard(
         raise ConcurrentWriter(f"{out_url}: committed by another writer meanwhile; "
                                "this writer's work is not committed") from exc
     return {**_summary(commit), "status": "committed", "resumed_rows": len(done),
+            "resumed_attempts": resumed_attempts,
             "discarded_parts": parts.discarded, "set_aside": set_aside_to}
 
 
 def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
-              parts: ShardParts, options: WorkerOptions, name: str) -> None:
+              parts: ShardParts, options: WorkerOptions, name: str, judge: Judge | None,
+              attempt_of: dict[int, int]) -> None:
+    """Generate the pending rows, each at ``attempt_of[row]`` first; a rejected attempt
+    goes back into the queue at the next. Checkpointed in completion order: each part
+    holds finished rows and every attempt finished since the last part, a row's chosen
+    attempt always in the same part as the row."""
     ids = prompts.column("id").to_pylist()
     templates = prompts.column("template_id").to_pylist()
     versions = prompts.column("template_version").to_pylist()
@@ -133,24 +163,59 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     budgets = (prompts.column("max_new_tokens").to_pylist() if options.per_row_budgets
                else None)
     finished: list[dict] = []  # rows in completion order, generated or quarantined
-    settled: set[int] = set()  # rows already in `finished`: an engine may answer twice
+    tried: list[dict] = []  # attempts finished since the last part
+    in_flight: set[int] = set()  # rows submitted and not yet answered
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
     metrics = options.metrics
     # the engine's own statistics, when it has them (an optional method: vLLM's offline
     # engine); sampled by the metrics at their push period, not per row
     stats = getattr(engine, "engine_stats", None)
+    seeded = bool(getattr(engine, "per_request_seed", False))
     model = served_model(engine, options)
-    cursor = 0
-    while cursor < len(pending) or engine.in_flight():
+    base = {k: v for k, v in (options.sampling or {}).items() if k != "max_tokens"}
+    queue = deque(pending)
+    sent: dict[int, dict] = {}  # row -> the sampling its attempt in flight was sent with
+
+    def checkpoint(force: bool = False) -> None:
+        """Parts of ``checkpoint_rows`` finished rows, as before attempts were kept, each
+        with the attempts of its rows; the last part of a round also takes the attempts
+        of rows still being tried. Attempts of rows still in flight count towards a part
+        too: a row tried again and again must not hold its attempts in memory only."""
+        nonlocal finished, tried
+        size = options.checkpoint_rows
+
+        def open_attempts() -> int:
+            final = {r["row"] for r in finished}
+            return sum(1 for t in tried if t["row"] not in final)
+
+        while (len(finished) >= size or open_attempts() >= size
+               or (force and (finished or tried))):
+            batch, finished = finished[:size], finished[size:]
+            rows, waiting = {r["row"] for r in batch}, {r["row"] for r in finished}
+            last = len(finished) < size
+            mine, rest = [], []
+            for t in tried:
+                (mine if t["row"] in rows or (last and t["row"] not in waiting)
+                 else rest).append(t)
+            tried = rest
+            _flush(batch, mine, parts, ids, templates, versions, model)
+            if metrics:
+                metrics.checkpointed()
+
+    while queue or engine.in_flight():
         room = options.max_in_flight - engine.in_flight()
-        if cursor < len(pending) and room > 0:
-            chunk = pending[cursor: cursor + room]
-            cursor += len(chunk)
+        if queue and room > 0:
+            chunk = [queue.popleft() for _ in range(min(room, len(queue)))]
             conversations = [[{"role": "system", "content": systems[r]},
                               {"role": "user", "content": users[r]}] for r in chunk]
+            extra = [request_sampling(ids[r], templates[r], attempt_of[r], seeded)
+                     for r in chunk]
+            sent.update(zip(chunk, extra, strict=True))  # recorded with the attempt's output
+            in_flight.update(chunk)
             for row in engine.submit(chunk, conversations,
-                                     None if budgets is None else [budgets[r] for r in chunk]):
-                settled.add(row)
+                                     None if budgets is None else [budgets[r] for r in chunk],
+                                     extra if any(extra) else None):
+                in_flight.discard(row)
                 finished.append({"row": row, "reason": f"{REJECTED}: "
                                  + engine.rejections.get(row, "unknown")})
                 if metrics:
@@ -160,46 +225,65 @@ def _generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
         except SynthfactoryError:
             # the engine gave up (a server that never came back): save what finished,
             # so the task's retry generates only the rest
-            if finished:
-                _flush(finished, parts, ids, templates, versions, model)
+            checkpoint(force=True)
             progress.close()
             raise
         for c in completions:
-            if c.row in settled:
+            if c.row not in in_flight:  # an engine may answer twice
                 continue
-            settled.add(c.row)
+            in_flight.discard(c.row)
+            row, attempt = c.row, attempt_of[c.row]
+            if c.rejection:  # the engine refused the request: the same one fails the same way
+                finished.append({"row": row, "reason": f"{REJECTED}: {c.rejection}"})
+                progress.update(1, c.output_tokens)
+                if metrics:
+                    metrics.row(c.output_tokens or 0, c.prompt_tokens or 0, quarantined=REJECTED)
+                continue
+            outcome = (judge.decide(users[row], templates[row], c.text, c.finish_reason,
+                                    c.output_tokens or 0, attempt) if judge
+                       else Outcome(None, True, c.text, c.finish_reason, c.output_tokens or 0))
+            kept = outcome.chosen and bool(c.text.strip())  # an empty last one is quarantined
+            tried.append({"row": row, "attempt": attempt, "output_text": c.text,
+                          "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
+                          "finish_reason": c.finish_reason, "reasons": outcome.reasons,
+                          "repair": outcome.repair, "chosen": kept,
+                          "sampling": sampling_json(
+                              base, sent.pop(row, {}),
+                              budgets[row] if budgets is not None
+                              else (options.sampling or {}).get("max_tokens"))})
+            if metrics:
+                metrics.attempt(outcome.reasons or [], outcome.repair, c.output_tokens or 0,
+                                outcome.retry)
+            if outcome.retry:
+                attempt_of[row] = attempt + 1
+                queue.append(row)
+                if metrics:
+                    metrics.engine(engine.in_flight(), progress.rate(), stats)
+                continue
             quarantined = None  # the metric's fixed reason; the row's may add the engine's
-            if c.rejection:
-                quarantined = REJECTED
-                finished.append({"row": c.row, "reason": f"{REJECTED}: {c.rejection}"})
-            elif c.text.strip():
-                finished.append({"row": c.row, "output_text": c.text,
+            if kept:
+                finished.append({"row": row, "output_text": outcome.text,
                                  "prompt_tokens": c.prompt_tokens,
                                  "output_tokens": c.output_tokens,
-                                 "finish_reason": c.finish_reason})
+                                 "finish_reason": outcome.finish_reason, "attempt": attempt,
+                                 "kept_tokens": outcome.kept_tokens})
             else:
                 quarantined = EMPTY
-                finished.append({"row": c.row, "reason": EMPTY})
+                finished.append({"row": row, "reason": EMPTY})
             progress.update(1, c.output_tokens)
             if metrics:
                 metrics.row(c.output_tokens or 0, c.prompt_tokens or 0, quarantined=quarantined)
         if metrics:
             metrics.engine(engine.in_flight(), progress.rate(), stats)
-        while len(finished) >= options.checkpoint_rows:
-            batch, finished = finished[:options.checkpoint_rows], finished[options.checkpoint_rows:]
-            _flush(batch, parts, ids, templates, versions, model)
-            if metrics:
-                metrics.checkpointed()
-    if finished:
-        _flush(finished, parts, ids, templates, versions, model)
-        if metrics:
-            metrics.checkpointed()
+        checkpoint()
+    checkpoint(force=True)
     if metrics and stats is not None:
         metrics.sample_engine(stats, force=True)  # the shard's end: its final figures
     progress.close()
 
 
-def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model: str) -> None:
+def _flush(batch: list[dict], tried: list[dict], parts: ShardParts, ids, templates,
+           versions, model: str) -> None:
     batch = sorted(batch, key=lambda r: r["row"])
     good = [r for r in batch if "reason" not in r]
     bad = [r for r in batch if "reason" in r]
@@ -213,6 +297,8 @@ def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model
         "output_tokens": [r["output_tokens"] for r in good],
         "finish_reason": [r["finish_reason"] for r in good],
         "model": [model] * len(good),
+        "attempt": [r["attempt"] for r in good],
+        "kept_tokens": [r["kept_tokens"] for r in good],
     }, schema=GENERATED_SCHEMA)
     quarantined = pa.table({
         "id": [ids[r["row"]] for r in bad],
@@ -220,7 +306,14 @@ def _flush(batch: list[dict], parts: ShardParts, ids, templates, versions, model
         "row": [r["row"] for r in bad],
         "reason": [r["reason"] for r in bad],
     }, schema=QUARANTINE_SCHEMA)
-    parts.write(generated, quarantined)
+    tried = sorted(tried, key=lambda r: (r["row"], r["attempt"]))
+    attempts = pa.table({
+        "id": [ids[r["row"]] for r in tried],
+        "template_id": [templates[r["row"]] for r in tried],
+        **{column: [r[column] for r in tried] for column in ATTEMPTS_SCHEMA.names
+           if column not in ("id", "template_id")},
+    }, schema=ATTEMPTS_SCHEMA)
+    parts.write(generated, quarantined, attempts)
 
 
 @dataclass
@@ -268,7 +361,11 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
         "quarantine_parts": [{"name": p.name, "rows": p.quarantined}
                              for p in sorted(parts.parts, key=lambda p: p.name) if p.quarantined],
         "prompt_tokens": sum(p.prompt_tokens for p in parts.parts),
-        "output_tokens": sum(p.output_tokens for p in parts.parts),
+        # every token the engine generated, the attempts it generated again included: the
+        # rate and the cost are of them (parts from before attempts count their rows')
+        "output_tokens": sum(p.attempt_tokens if p.attempts else p.output_tokens
+                             for p in parts.parts),
+        "attempts": _attempt_counts(parts, options),
         "prompt_checksum": checksum,
         "output_checksum": output_sum,
         "model": served_model(engine, options),
@@ -282,6 +379,16 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
     }
 
 
+def _attempt_counts(parts: ShardParts, options: WorkerOptions) -> dict:
+    """The attempts of the shard's rows: made in all, and rows per attempt chosen, from
+    the parts' records (each read once, when written or scanned)."""
+    chosen = Counter(str(a) for p in parts.parts for a in p.chosen)
+    return {"max_attempts": options.max_attempts,
+            "repair": "trim" if options.repairs else "none",
+            "made": sum(len(p.attempts) for p in parts.parts),
+            "chosen_at": dict(sorted(chosen.items(), key=lambda kv: int(kv[0])))}
+
+
 def served_model(engine: GenerationEngine | None, options: WorkerOptions) -> str:
     """The model that answered: an endpoint's served name, else ``--model``."""
     return getattr(engine, "served_model", None) or options.model
@@ -289,12 +396,14 @@ def served_model(engine: GenerationEngine | None, options: WorkerOptions) -> str
 
 def _output_checksum(parts: ShardParts) -> str:
     """Read back what was written: the commit vouches for the files, not for memory."""
-    generated, quarantined = [], []
+    generated, quarantined, attempts = [], [], []
     for part in parts.parts:
         generated.append(storage.read_table(storage.join(parts.out_url, part.name)))
         if part.quarantined:
             quarantined.append(storage.read_table(storage.join(parts.quarantine_url, part.name)))
-    return output_checksum(generated, quarantined)
+        if part.attempts:
+            attempts.append(storage.read_table(storage.join(parts.attempts_url, part.name)))
+    return output_checksum(generated, quarantined, attempts)
 
 
 def _summary(commit: dict) -> dict:

@@ -108,10 +108,17 @@ def _shard(layout: RunLayout, shard: ShardFiles,
     else:
         parts, quarantine_parts = _parts(folder), _parts(quarantine_folder)
     output = _column(parts, "output_tokens")
-    lengths.output += output
+    lengths.output += output  # the rows' outputs: the attempts each kept
+    # the tokens generated: every attempt's (docs/adr/0141), as the commit counts them;
+    # for a shard still running, its attempts parts so far (none before attempts)
+    if shard.commit is not None:
+        generated = int(shard.commit.get("output_tokens") or 0)
+    else:
+        tried = _column(_parts(layout.shard_attempts(shard.name)), "output_tokens")
+        generated = sum(tried) if tried else sum(output)
     reasons = count_kinds(_column(quarantine_parts, "reason"))
     figures = shard_figures(shard, rows_generated=len(output),
-                            rows_quarantined=sum(reasons.values()), output_tokens=sum(output))
+                            rows_quarantined=sum(reasons.values()), output_tokens=generated)
     return figures, reasons
 
 

@@ -39,6 +39,11 @@ NON_DEFAULT = {
         "spark_executor_cores": (5, "5"), "spark_executor_memory": ("9g", None),
         "max_new_tokens": (512, "512"), "max_model_len": (4096, "4096"),
         "temperature": (0.15, "0.15"), "checkpoint_rows": (256, "256"),
+        "repair": ("none", "none"), "max_attempts": (5, "5"),
+        "benchmarks": ("s3://evals/benchmarks", None), "decontaminate_n": (11, "11"),
+        "write_card": (False, None), "license": ("cc-by-4.0", None),
+        "export_url": ("s3://exports/rephrased", None), "hub_repo_id": ("team/synth", None),
+        "hub_conn_id": ("hf_team", None),
         "gpus_per_task": (4, "4"), "max_shard_groups": (11, "11"),
         "model": ("s3://models/Qwen2.5-7B-Instruct", None),
         "engine_args": ({"max_num_seqs": 64}, json.dumps({"max_num_seqs": 64})),
@@ -64,6 +69,8 @@ NON_DEFAULT = {
 REQUIRED = {"engine_sweep": {"shard": "s3://b/run/prompts/shard-00000.parquet"}}
 # Params a DAG folds into a run folder it hands every step (fixed in argv, not a flag)
 IN_FOLDER = {"output_root", "sweep_name"}
+# Params that switch a task on or off (operators/param_switch.py), not a flag: the task
+SWITCHES = {"write_card": "write_card"}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +98,19 @@ def _shows(argv: list[str], flag: steps.Flag, text: str) -> bool:
     return f"{flag.name}={text}" in argv or (flag.name, text) in pairs
 
 
+def _switched_off(task, name: str, value) -> bool:
+    """The task's pre_execute hook skips it at ``value`` and lets it run at the default."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    hook = task._pre_execute_hook
+    try:
+        hook({"params": {name: value}})
+    except AirflowSkipException:
+        hook({"params": {name: not value}})  # raises too: not a switch of this Param
+        return True
+    return False
+
+
 def _missing(dag, values: dict) -> list[str]:
     """The Params of ``values`` whose value shows in no rendered argv, each triggered
     alone; a connection Param must show in none (it travels as environment)."""
@@ -109,7 +129,9 @@ def _missing(dag, values: dict) -> list[str]:
             if any(text in item for argv in argvs for item in argv):
                 missing.append(f"{name}={value!r} (a connection, on argv)")
             continue
-        if name in IN_FOLDER:
+        if name in SWITCHES:
+            found = _switched_off(dag.get_task(SWITCHES[name]), name, value)
+        elif name in IN_FOLDER:
             found = any(text in item for argv in argvs for item in argv)
         else:
             found = any(_shows(argv, flag, text) for argv in argvs for flag in flags.get(name, []))
@@ -201,3 +223,11 @@ def test_lineage_reads_each_steps_datasets_from_the_table():
     assert (outputs[-1].namespace, outputs[-1].name) == ("iceberg://lab", "synth.wrap")
     inputs, _ = step_datasets(["audit", "--run", run, "--table=synth.wrap"])
     assert (inputs[-1].namespace, inputs[-1].name) == ("iceberg://synthfactory", "synth.wrap")
+    # the card and the export name what they write; validate its benchmarks folder
+    _, outputs = step_datasets(["card", "--run", run])
+    assert [d.name for d in outputs] == [f"{folder}/card/README.md"]
+    _, outputs = step_datasets(["export", "--run", run, "--out", "s3://exports/day"])
+    assert [(d.namespace, d.name) for d in outputs] == [("s3://exports", "day")]
+    inputs, _ = step_datasets(["validate", "--shard", f"{run}/prompts/shard-00000.parquet",
+                               "--benchmarks=s3://evals/bench"])
+    assert ("s3://evals", "bench") in [(d.namespace, d.name) for d in inputs]

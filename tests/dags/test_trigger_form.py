@@ -11,7 +11,8 @@ import pytest
 from synthfactory_airflow.operators.param_rules import problems
 from tests.support.paths import ROOT
 
-SECTIONS = ["Data", "Prompts and shards", "Model and engine", "Catalog", "Smoke test"]
+SECTIONS = ["Data", "Prompts and shards", "Model and engine", "Quality gate", "Catalog",
+            "Smoke test", "Card and export"]
 # every shipped *.json but routing.json, the routing table (ADR 0139)
 SHIPPED_STYLES = sorted(p.stem for p in (ROOT / "synthfactory" / "templates").glob("*.json")
                         if p.name != "routing.json")
@@ -232,3 +233,28 @@ def test_with_routing_the_templates_rules_step_aside(dag):
     params = {**_defaults(dag), "routing": True, "templates": ["encyclopedic"],
               "styles_per_doc": 3}
     assert problems(params, {}, dag.params.keys()) == []
+
+
+
+@pytest.mark.parametrize(("name", "value", "ok"), [
+    ("max_attempts", 1, True), ("max_attempts", 3, True), ("max_attempts", 5, True),
+    ("max_attempts", 0, False), ("max_attempts", -1, False), ("max_attempts", "x", False),
+    ("max_attempts", "", False), ("max_attempts", 2.5, False),
+    ("repair", "trim", True), ("repair", "none", True), ("repair", "cut", False),
+    ("repair", "", False),
+])
+def test_max_attempts_and_repair_are_refused_by_the_form(dag, name, value, ok):
+    """max_attempts a whole number from 1 (1: one attempt a row, the behaviour before
+    docs/adr/0141), repair trim or none: refused by the form (and by a trigger's conf)
+    before any task runs."""
+    import copy
+
+    params = copy.deepcopy(dag.params)
+    assert (dag.params["max_attempts"], dag.params["repair"]) == (3, "trim")
+    if ok:
+        params[name] = value
+        params.validate()
+    else:
+        with pytest.raises(Exception, match=name):
+            params[name] = value
+            params.validate()

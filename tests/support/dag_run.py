@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.airflow_home import airflow_env, migrate
-from tests.support.paths import AIRFLOW, MODEL, MOTO_SERVER, ROOT, WORKER
+from tests.support.paths import AIRFLOW, MODEL, MOTO_SERVER, ROOT, WORKER, WORKER_PYTHON
 from tests.support.ports import free_port
 from tests.support.prometheus import have_binaries, prometheus, pushgateway
 
@@ -221,11 +221,21 @@ def dag_run(tmp_path_factory, canary_pg_role, signing_s3, run_metrics) -> DagRun
                     "--docs-per-day", "10", "--end-date", "2026-11-29"],
                    check=True, capture_output=True, env=env)
     migrate(env)
+    # a made-up benchmark quoting 40 words of the day's first document: its rows are
+    # rejected as contaminated (docs/decontamination.md)
+    quote = subprocess.run(
+        [str(WORKER_PYTHON), "-c", "import glob, sys, pyarrow.parquet as pq; "
+         "f = sorted(glob.glob(sys.argv[1] + '/dt=2026-11-29/*.parquet'))[0]; "
+         "print(' '.join(pq.read_table(f).column('text')[0].as_py().split()[:40]))",
+         str(tmp / "corpus")], check=True, capture_output=True, text=True).stdout.strip()
+    (tmp / "benchmarks").mkdir()
+    (tmp / "benchmarks" / "made_up_quiz.jsonl").write_text(json.dumps({"text": quote}) + "\n")
     conf = {"source": f"file://{tmp}/corpus", "output_root": f"file://{tmp}/data",
             "catalog_conn_id": CATALOG_CONN_ID, "warehouse": f"s3://{BUCKET}/warehouse",
             "templates": ["summary", "qa"], "styles_per_doc": 1, "shard_tokens": 2048,
             "max_new_tokens": "auto", "checkpoint_rows": 4, "max_shard_groups": 2,
-            "smoke_steps": 3}
+            "smoke_steps": 3, "benchmarks": f"file://{tmp}/benchmarks",
+            "license": "cc-by-4.0", "export_url": f"s3://{BUCKET}/exports/2026-11-29"}
 
     def run_dag() -> subprocess.CompletedProcess:
         return subprocess.run(

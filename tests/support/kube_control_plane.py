@@ -160,6 +160,22 @@ class ControlPlane:
         """Pods are admitted only once the namespace's ServiceAccount and its token exist."""
         self.service_account_token(name, namespace)
 
+    def create_pod(self, core: Any, namespace: str, pod: Any, timeout: float = 30) -> Any:
+        """create_namespaced_pod, again while the ServiceAccount admission answers from a
+        cache that has not seen the account's token yet: it reads its informers, not the
+        apiserver, so under load a pod created just after ``wait_service_account`` may get a
+        500 "No API token found ... retry" or a 403 "error looking up service account"."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return core.create_namespaced_pod(namespace, pod)
+            except ApiException as err:
+                lagging = (err.status == 500 and "No API token found" in (err.body or "")) or (
+                    err.status == 403 and "error looking up service account" in (err.body or ""))
+                if not lagging or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)
+
     def service_account_token(self, name: str, namespace: str = NAMESPACE) -> str:
         """The token the controller-manager put in the ServiceAccount's token Secret."""
         core = self.core()

@@ -251,6 +251,9 @@ def _write_verdicts(layout: RunLayout, name: str, generated: list[dict], rejecte
                "reasons": [[] if i >= rejected else ["too_short"] for i in range(len(generated))],
                "clean_text": [r["output_text"].strip() for r in generated],
                "output_tokens": [r["output_tokens"] for r in generated],
-               "qa_pairs": [None] * len(generated)}
+               "qa_pairs": [None] * len(generated),
+               "attempt": [r.get("attempt") for r in generated],
+               "trimmed": [False] * len(generated),
+               "contaminated_by": [[] for _ in generated]}
     storage.write_table(pa.table(columns, schema=VERDICT_SCHEMA), layout.shard_verdicts(name))
     return quality_counts(columns)

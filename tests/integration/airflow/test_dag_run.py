@@ -50,7 +50,8 @@ def catalog_show(dag_run):
 # every task of the DAG, as the metadata database names them (shard groups are mapped)
 TASKS = {"check_params", "crawl_metadata", "stitch_prompts", "plan_shards",
          "wait_for_capacity", "shard.rephrase", "shard.validate", "join_chunks",
-         "register_catalog", "audit_run", "smoke_test_training", "write_report"}
+         "register_catalog", "audit_run", "smoke_test_training", "write_card",
+         "export_dataset", "write_report"}
 
 
 def _not_succeeded(states: dict[str, str]) -> dict[str, str]:
@@ -77,6 +78,38 @@ def test_dag_run_succeeds_end_to_end(demo, dag_run):
     assert generated + sum(c["rows_quarantined"] for c in commits) == plan["prompt_rows"]
     assert generated > 0 and sum(c["output_tokens"] for c in commits) > 0
     assert len(list(run.glob("validation/shard-*.json"))) == len(plan["shards"])
+
+
+def test_the_run_is_decontaminated_described_and_exported(demo, dag_run):
+    """The conf names a made-up benchmark quoting the day's first document, a license and
+    an export folder on S3: that document's rows are rejected as contaminated, the card
+    says so, and the export on S3 holds the usable rows with the card beside them."""
+    import boto3
+
+    tmp, conf, first, _ = demo
+    assert first.returncode == 0
+    run = tmp / "data" / "synthetic_rephrase" / "2026-11-29"
+    validations = [json.loads(p.read_text()) for p in run.glob("validation/*.json")]
+    contaminated = sum(v["quality"].get("contaminated_by", {}).get("made_up_quiz", 0)
+                       for v in validations)
+    assert contaminated >= 1  # the quoted document's row(s)
+    assert all(v["decontamination"]["benchmarks"] == ["made_up_quiz"] and
+               v["decontamination"]["n"] == 13 for v in validations)
+    card = (run / "card" / "README.md").read_text()
+    assert card.startswith("---\nlicense: cc-by-4.0\n")
+    assert "| made_up_quiz |" in card and "| Airflow DAG | synthetic_rephrase |" in card
+    assert "| loss_last |" in card  # the smoke test ran before the card
+    env = dag_run.worker_env
+    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_REGION"],
+                      aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(
+        Bucket="lake", Prefix="exports/2026-11-29/")["Contents"])
+    assert keys[0] == "exports/2026-11-29/README.md"
+    assert "exports/2026-11-29/data/train-00000.parquet" in keys
+    exported = s3.get_object(Bucket="lake", Key="exports/2026-11-29/README.md")["Body"].read()
+    usable = json.loads((run / "joined" / "_JOINED.json").read_text())["usable"]
+    assert usable > 0 and f"num_examples: {usable}\n".encode() in exported
 
 
 def test_catalog_table_holds_the_run_and_asset_event_carries_it(demo, catalog_show):

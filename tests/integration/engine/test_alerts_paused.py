@@ -119,6 +119,7 @@ def test_a_paused_worker_stalls_its_shard_and_idles_its_gpu_then_stops_pushing(p
            **{METRIC_LABEL_ENV[k]: v for k, v in LABELS.items()}}
     worker = subprocess.Popen(
         [sys.executable, "-m", "synthfactory.cli", "rephrase", "--engine", "echo",
+         "--max-attempts", "1",  # the gate rejects the echo's answers: no retries here
          "--checkpoint-rows", str(PART_ROWS), "--max-in-flight", str(PART_ROWS),
          "--shard", shard], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, preexec_fn=_die_with_the_test)
@@ -178,6 +179,7 @@ def test_a_throttled_worker_reads_as_slow_against_its_expected_rate(prom, tmp_pa
                    **{METRIC_LABEL_ENV[k]: v for k, v in {**LABELS, "run_id": run_id}.items()}}
             workers.append(subprocess.Popen(
                 [sys.executable, "-m", "synthfactory.cli", "rephrase", "--engine", "echo",
+                 "--max-attempts", "1",  # the gate rejects the echo's answers: no retries
                  "--echo-delay-s", "1", "--checkpoint-rows", "4", "--max-in-flight", "1",
                  "--shard", shard], env=env, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, preexec_fn=_die_with_the_test))

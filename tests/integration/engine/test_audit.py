@@ -42,7 +42,7 @@ def test_a_clean_run_adds_up(run, settings):
     assert (report.lost, report.duplicated, report.stale) == (0, 0, 0)
     assert report.result_line() == ("RESULT audit docs_in=6 prompt_rows=11 generated=9 "
                                     "quarantined=2 rejected=0 registered=9 lost=0 duplicated=0 "
-                                    "stale=0 joined=9 left_out=2")
+                                    "stale=0 joined=9 left_out=2 attempts=9 usable_at=1:9")
 
 
 def test_cli_prints_each_discrepancy_and_exits_3(run, settings, tmp_path):

@@ -127,6 +127,11 @@ def test_registering_a_run_twice_leaves_one_copy(tmp_path, settings, table):
     latest = next(r for r in runs if r["run_url"] == first.run_url)
     assert latest["snapshot_id"] == again["snapshot_id"]
     assert latest["prompt_tokens"] == again["prompt_tokens"] > 0
+    # the cost of a usable token (docs/adr/0141): these commits predate attempts, so each
+    # prompt row made one; every generated row is usable here
+    assert (latest["attempts_made"], latest["attempts_per_row"]) == (9, 1.0)
+    assert latest["generated_per_usable"] == round(
+        latest["output_tokens"] / latest["usable_tokens"], 4) and latest["usable_tokens"] > 0
 
 
 def test_a_new_column_evolves_the_schema(tmp_path, settings, table):

@@ -74,6 +74,12 @@ def _ok(proc: subprocess.CompletedProcess, result: Path) -> dict:
     return json.loads(result.read_text())
 
 
+def _attempts(run: Path) -> int:
+    """Attempts in the parts written so far (attempts/)."""
+    return sum(storage.read_table(url, columns=["row"]).num_rows for url in
+               storage.list_files(f"file://{run}/attempts/shard-00000", suffix=".parquet"))
+
+
 def _keys(run: Path) -> list[tuple[str, str]]:
     """(id, template) of every row in every part, generated and quarantined."""
     keys = []
@@ -189,8 +195,10 @@ def test_server_that_never_comes_back_fails_retryably_and_the_retry_resumes(serv
         assert worker.returncode == 1  # retryable: Airflow spends a retry on it
         assert f"endpoint {proxy.url}/v1: a request kept failing for 4 s" in stderr
         assert "Traceback" not in stderr
-        saved = len(_keys(run))
-        assert CHECKPOINT <= saved < ROWS  # what finished before the outage was kept
+        # what finished before the outage was kept: rows, and the attempts of rows the
+        # gate sent back for another (--max-attempts 3, docs/adr/0141) that a part holds
+        saved, tried = len(_keys(run)), _attempts(run)
+        assert saved < ROWS and CHECKPOINT <= tried
         assert read_commit(f"file://{parts}") is None
 
         proxy.down = False  # the retry, once the server is back
@@ -198,6 +206,7 @@ def test_server_that_never_comes_back_fails_retryably_and_the_retry_resumes(serv
     finally:
         proxy.close()
     assert summary["shards"][0]["resumed_rows"] == saved
+    assert summary["shards"][0]["resumed_attempts"] == tried
     _exactly_once(run)
 
 

@@ -5,6 +5,8 @@ quality, and the demo summary's lines."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -113,7 +115,8 @@ def test_quality_section_adds_up_against_the_verdicts(gated_run):
         for _, _, reasons in rows:
             for reason in reasons:
                 expected[reason] += 1
-    assert quality["reasons"] == expected and len(expected) == 12  # every reason, zeros too
+    assert quality["reasons"] == expected and len(expected) == 13  # every reason, zeros too
+    assert quality["contaminated_by"] == {}  # no --benchmarks
     rewrite, summary = len(REWRITE.split()), len(SUMMARY.split())  # the Scripted counts
     assert quality["by_template"] == {
         "encyclopedic": {"generated": 6, "usable": 1, "yield": round(1 / 6, 4), "joined": 6,
@@ -140,6 +143,41 @@ def test_quality_section_adds_up_against_the_verdicts(gated_run):
     assert report["figures"]["rejection_reasons"] == "rejection_reasons.png"
     png = storage.read_bytes(storage.join(gated_run.run_url, "report", "rejection_reasons.png"))
     assert png.startswith(PNG)
+
+
+def test_validate_rejects_rows_quoting_a_benchmark_and_the_report_counts_them(gated_run,
+                                                                              tmp_path):
+    """validate --benchmarks over the gated run again: the rows whose output quotes a
+    made-up benchmark item (16 words of REWRITE's second sentence) are rejected as
+    contaminated, naming it; the report counts them per benchmark."""
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "admin_quiz.jsonl").write_text(json.dumps({
+        "text": "Which programs serve well as testing harnesses, admin utilities and early "
+                "prototypes before a richer interface arrives?"}) + "\n")
+    (bench / "rivers.jsonl").write_text(json.dumps({
+        "text": "Name the longest river that flows through three capital cities of Europe "
+                "before it reaches the sea."}) + "\n")
+    shards = [gated_run.prompt_shard(i) for i in range(2)]
+    assert cli.main(["validate", *(f for s in shards for f in ("--shard", s)),
+                     "--benchmarks", f"file://{bench}"]) == 0
+    verdicts = pa.concat_tables(
+        storage.read_table(gated_run.shard_verdicts(f"shard-{i:05d}"))
+        for i in range(2)).to_pylist()
+    quoting = [v for v in verdicts if REWRITE in v["clean_text"]]
+    assert len(quoting) == 4  # encyclopedic rows 0, 1, 5; summary row 1
+    assert all("contaminated" in v["reasons"] and v["contaminated_by"] == ["admin_quiz"]
+               for v in quoting)
+    assert [v for v in verdicts if v not in quoting and v["contaminated_by"]] == []
+    quality = _report(gated_run.run_url)["quality"]
+    assert quality["contaminated_by"] == {"admin_quiz": 4}
+    assert quality["reasons"]["contaminated"] == 4
+    assert quality["usable"] == 1  # the summary; the encyclopedic rewrite quotes the quiz
+    # the rejected rows name it too
+    rejected = pa.concat_tables(storage.read_table(gated_run.shard_rejected(f"shard-{i:05d}"))
+                                for i in range(2)).to_pylist()
+    assert sorted(r["row"] for r in rejected if r["contaminated_by"] == ["admin_quiz"]) == [
+        0, 1, 1, 5]
 
 
 def test_one_rejected_example_per_reason_with_its_source(gated_run):

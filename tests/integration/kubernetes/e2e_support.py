@@ -128,9 +128,12 @@ def _json_value(raw: object) -> object:
 def run_conf(corpus: str, tmp: Path) -> dict:
     """A tiny run: two shard groups, short generations, a checkpoint every two rows. The
     16-token budget truncates every row, so the quality gate rejects them all: they are
-    registered anyway (``include_rejected``), to follow every row through the pods."""
+    registered anyway (``include_rejected``), to follow every row through the pods; the
+    export then holds none of them."""
     return {"source": corpus, "output_root": f"file://{tmp}/data",
             "catalog_uri": f"sqlite:///{tmp}/catalog.db", "warehouse": f"file://{tmp}/warehouse",
             "templates": ["summary", "qa"], "styles_per_doc": 1, "shard_tokens": 2048,
             "max_new_tokens": 16, "checkpoint_rows": 2, "max_shard_groups": 2,
-            "smoke_steps": 2, "include_rejected": True}
+            "smoke_steps": 2, "include_rejected": True,
+            # the export runs too (as a pod), so every task of the DAG has one
+            "export_url": f"file://{tmp}/export"}

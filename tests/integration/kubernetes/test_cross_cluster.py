@@ -62,7 +62,7 @@ def occupy(cluster: tuple[ControlPlane, NodeAgent], pool: str) -> client.CoreV1A
         if err.status != 409:
             raise
     plane.wait_service_account("default", "other-team")
-    core.create_namespaced_pod("other-team", k8s.V1Pod(
+    plane.create_pod(core, "other-team", k8s.V1Pod(
         metadata=k8s.V1ObjectMeta(name="busy"),
         spec=k8s.V1PodSpec(
             node_selector={"synthfactory.io/pool": pool},

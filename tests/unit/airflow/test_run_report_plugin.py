@@ -90,6 +90,14 @@ def test_finished_run_report_page_shows_report_json(engine_run):
     check_figures(doc, report)
     cost = report["cost"]["usd_per_1b_output_tokens"]
     assert figure(doc, "usd_per_1b_output_tokens") == str(cost)
+    attempts = report["attempts"]  # what a usable token cost (docs/adr/0141)
+    assert figure(doc, "attempts_made") == str(attempts["made"]) and attempts["made"] >= 11
+    assert figure(doc, "generated_tokens") == str(report["tokens"]["output"])
+    assert figure(doc, "generated_per_usable") == str(attempts["generated_per_usable"] or "")
+    assert [k for k in attempts["usable_share_after"]] == ["1", "2", "3"][
+        :len(attempts["usable_share_after"])]
+    for k, v in attempts["usable_share_after"].items():
+        assert figure(doc, f"usable_share_after_{k}") == ("" if v is None else str(v))
     assert report["rephrase"]["rows_generated"] == 9  # 6 + 5 prompt rows, 1 quarantined each
     shards = {tr.get("data-shard"): tr for tr in doc.xpath("//tr[@data-shard]")}
     assert sorted(shards) == ["shard-00000", "shard-00001"]
@@ -153,6 +161,10 @@ def test_finished_run_report_page_shows_the_quality_section(engine_run):
     reasons = {li.get("data-rejection-reason"): int(li.get("data-value"))
                for li in doc.xpath("//li[@data-rejection-reason]")}
     assert reasons == quality["reasons"]
+    # the fixture's made-up benchmark quotes one generated row (docs/decontamination.md)
+    contaminated = {li.get("data-benchmark"): int(li.get("data-value"))
+                    for li in doc.xpath('//ul[@id="contaminated"]/li')}
+    assert contaminated == quality["contaminated_by"] == {"planted_quiz": 1}
     # the token yield: seed tokens in, usable tokens out, per template beside the rows
     y = report["token_yield"]
     assert y["seed_tokens"] and y["usable_tokens"] is not None and y["yield"] is not None
@@ -187,6 +199,23 @@ def test_finished_run_report_page_shows_the_quality_section(engine_run):
     (image,) = doc.xpath('//img[@data-figure-png="rejection_reasons"]')
     assert client.get(image.get("src")[len("/synthfactory"):]).content == (
         engine_run / "report" / "rejection_reasons.png").read_bytes()
+
+
+def test_the_report_links_the_runs_dataset_card(engine_run, tmp_path):
+    client = client_for(f"file://{engine_run.parents[1]}")
+    doc = page(client.get(f"/report?run={quote(f'file://{engine_run}', safe='')}"))
+    (link,) = doc.xpath('//a[@data-link="card"]')
+    card = client.get(link.get("href")[len("/synthfactory"):])
+    assert card.status_code == 200 and card.headers["content-type"].startswith("text/markdown")
+    assert card.text == (engine_run / "card" / "README.md").read_text()
+    assert card.text.startswith("---\n") and "license: cc-by-4.0" in card.text
+    # a run without a card: no link
+    bare = tmp_path / "out" / "synthetic_rephrase" / "2026-01-09"
+    shutil.copytree(engine_run, bare)
+    shutil.rmtree(bare / "card")
+    client = client_for(f"file://{bare.parents[1]}")
+    doc = page(client.get(f"/report?run={quote(f'file://{bare}', safe='')}"))
+    assert doc.xpath('//a[@data-link="card"]') == []
 
 
 def test_in_progress_run_shows_the_quality_counts_so_far(in_progress_run):
@@ -232,6 +261,13 @@ def test_in_progress_run_shows_what_exists_so_far(in_progress_run):
     missing = [li.text for li in doc.xpath("//li[@data-missing]")]
     assert any("report/report.json: not written" in m for m in missing)
     assert any("generated/shard-00001/_COMMITTED.json" in m for m in missing)
+    # a running run opens with its progress; the files not written yet are folded after it
+    folded = doc.get_element_by_id("missing")
+    assert folded.tag == "details" and folded.get("open") is None
+    assert "Not written yet" in folded.find("summary").text_content()
+    order = [e.get("id") for e in doc.xpath("//*[@id='progress' or @id='missing']")]
+    assert order == ["progress", "missing"]
+    assert not [h for h in doc.xpath("//h2") if h.text_content().strip() == "Missing"]
     commit0 = json.loads((in_progress_run / "generated/shard-00000/_COMMITTED.json").read_text())
     assert figure(doc, "rows_generated") == str(commit0["rows_generated"])  # committed only
     assert figure(doc, "shards_committed") == "1"

@@ -145,3 +145,35 @@ def test_an_endpoint_connection_without_host_is_named(monkeypatch):
     with pytest.raises(EndpointConnectionError,
                        match="endpoint_conn_id 'sf_llm': the connection has no host"):
         endpoint_environment("sf_llm")
+
+
+def test_the_hub_connection_arrives_as_hf_token_and_is_masked(env_dumping_worker,
+                                                              monkeypatch):
+    """export --hub-repo's token: the hub_conn_id connection's password as $HF_TOKEN, not
+    on argv, masked in the log, over the worker's own HF_TOKEN (which the allowlist passes
+    on for model downloads, operators/step_env.py)."""
+    from airflow.sdk._shared.secrets_masker import redact
+
+    token = f"hf_{CANARY}"
+    monkeypatch.setenv("HF_TOKEN", "hf_the_schedulers_own")
+    monkeypatch.setenv("AIRFLOW_CONN_HF_TEAM", json.dumps({"conn_type": "generic",
+                                                           "password": token}))
+    task = LocalStepOperator(task_id="export_dataset",
+                             arguments=["export", "--hub-repo=team/synth"],
+                             worker_bin=str(env_dumping_worker), hub_conn_id="hf_team")
+    summary = _run(task)
+    assert summary["env"]["HF_TOKEN"] == token
+    assert CANARY not in " ".join(summary["argv"])
+    assert CANARY not in str(redact(f"pushing with {token}"))
+    without = LocalStepOperator(task_id="export_dataset", arguments=["export"],
+                                worker_bin=str(env_dumping_worker), hub_conn_id="")
+    assert _run(without)["env"]["HF_TOKEN"] == "hf_the_schedulers_own"
+
+
+def test_a_hub_connection_without_a_password_is_named(monkeypatch):
+    from synthfactory_airflow.operators.hub_env import HubConnectionError, hub_environment
+
+    monkeypatch.setenv("AIRFLOW_CONN_HF_TEAM", json.dumps({"conn_type": "generic"}))
+    with pytest.raises(HubConnectionError, match="hub_conn_id 'hf_team': the connection has "
+                                                 "no password"):
+        hub_environment("hf_team")

@@ -183,6 +183,15 @@ CASES = [
     Case("rephrase-shard-missing", 3,
          ["rephrase", "--shard", "{tmp}/prompts/shard-00009.parquet"],
          ("--shard", "shard-00009.parquet", "not found")),
+    Case("rephrase-max-attempts-0", 2,
+         ["rephrase", "--shard", "{shard}", "--max-attempts", "0"],
+         ("argument --max-attempts", "must be at least 1, got 0"), timeout=30),
+    Case("rephrase-max-attempts-negative", 2,
+         ["rephrase", "--shard", "{shard}", "--max-attempts=-1"],
+         ("argument --max-attempts", "must be at least 1, got -1"), timeout=30),
+    Case("rephrase-max-attempts-not-a-number", 2,
+         ["rephrase", "--shard", "{shard}", "--max-attempts", "x"],
+         ("argument --max-attempts", "'x'"), timeout=30),
     Case("rephrase-checkpoint-rows-0", 2,
          ["rephrase", "--shard", "{shard}", "--checkpoint-rows", "0"],
          ("argument --checkpoint-rows", "must be at least 1, got 0")),
@@ -203,6 +212,33 @@ CASES = [
     Case("validate-max-repetition-above-1", 2,
          ["validate", "--shard", "{shard}", "--max-repetition", "2"],
          ("argument --max-repetition", "must be between 0 and 1")),
+    # validate --benchmarks (quality/decontaminate.py): before any shard is read
+    Case("validate-benchmark-without-text-column", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-no-text"],
+         ("--benchmarks", "quiz.parquet", "no 'text' column", "question, answer")),
+    Case("validate-benchmark-unreadable", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-broken"],
+         ("--benchmarks", "broken.parquet", "unreadable")),
+    Case("validate-benchmarks-missing", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/no-such-folder"],
+         ("--benchmarks", "no-such-folder", "no such folder or file")),
+    Case("validate-decontaminate-n-below-5", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-no-text",
+          "--decontaminate-n", "4"],
+         ("--decontaminate-n 4", "at least 5")),
+    # card and export (synthfactory/export/): before any file is read or written
+    Case("card-license-not-spdx", 3,
+         ["card", "--run", "{committed}", "--license", "Apache-3.0"],
+         ("--license 'Apache-3.0'", "not an SPDX license id")),
+    Case("export-license-not-spdx", 3,
+         ["export", "--run", "{committed}", "--out", "{tmp}/export", "--license", "free"],
+         ("--license 'free'", "not an SPDX license id")),
+    Case("export-out-under-a-file", 3,
+         ["export", "--run", "{committed}", "--out", "{a_file}/export"],
+         ("a-file.txt/export", "a-file.txt is a file, not a folder")),
+    Case("export-hub-repo-without-token", 3,
+         ["export", "--run", "{committed}", "--out", "{tmp}/export", "--hub-repo", "team/x"],
+         ("--hub-repo team/x", "no token", "HF_TOKEN")),
     # quality
     Case("quality-in-missing", 3,
          ["quality", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/gated.parquet"],
@@ -318,6 +354,13 @@ def build_world(tmp: Path) -> dict[str, str]:
         paths[f"plan_no_{key}"] = other
     storage.write_bytes(f"file://{tmp}/plan-not-json/prompts/shards.json", b'{"shards": [')
     paths["plan_not_json"] = f"file://{tmp}/plan-not-json"
+
+    # Benchmark folders: one file without a text column, one that is not Parquet.
+    (tmp / "bench-no-text").mkdir()
+    pq.write_table(pa.table({"question": ["What is 2+2?"], "answer": ["4"]}),
+                   tmp / "bench-no-text" / "quiz.parquet")
+    (tmp / "bench-broken").mkdir()
+    (tmp / "bench-broken" / "broken.parquet").write_bytes(b"PAR1 not a parquet file")
 
     # A committed, validated run (the real worker, with the echo engine for the model).
     committed = f"file://{tmp}/committed"

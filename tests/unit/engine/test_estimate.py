@@ -98,7 +98,8 @@ def test_list_requests_count_1000_keys_a_request(capsys):
     assert plan["crawl_list_requests"] == 90
 
 
-def _report(run_url: str, token_yield: dict | None = None) -> None:
+def _report(run_url: str, token_yield: dict | None = None, attempts: dict | None = None
+            ) -> None:
     """A report.json with two committed shards and one still running."""
     shards = [
         {"name": "shard-00000", "committed": True, "output_tokens": 6000, "device_seconds": 20.0},
@@ -111,7 +112,8 @@ def _report(run_url: str, token_yield: dict | None = None) -> None:
               "generating_fraction": 0.75}
     storage.write_json(storage.join(run_url, paths.REPORT_JSON),
                        {"run_url": run_url, "shards": shards, "tokens": tokens,
-                        **({"token_yield": token_yield} if token_yield else {})})
+                        **({"token_yield": token_yield} if token_yield else {}),
+                        **({"attempts": attempts} if attempts else {})})
 
 
 def test_a_runs_token_yield_sizes_the_seed_and_the_generation(tmp_path, capsys):
@@ -132,6 +134,19 @@ def test_a_runs_token_yield_sizes_the_seed_and_the_generation(tmp_path, capsys):
     plan, _ = _estimate(capsys, "--tokens", "1e6", "--run", run_url, "--gpus", "1",
                         "--startup-s", "0", "--json")
     assert plan["tokens"] == 1_000_000 and plan["seed_tokens_needed"] is None
+
+
+def test_a_run_with_attempts_plans_from_its_generated_tokens_per_usable_token(
+        tmp_path, capsys):
+    """A run whose retries generated 2.5 tokens for each usable one (docs/adr/0141):
+    1e6 usable tokens need 2.5e6 generated, whatever its output figure says."""
+    run_url = f"file://{tmp_path}/run"
+    _report(run_url, {"seed_tokens": 19000, "usable_tokens": 2375, "yield": 0.125},
+            {"generated_per_usable": 2.5, "generated_tokens": 9000, "usable_tokens": 3600})
+    plan, table = _estimate(capsys, "--tokens", "1e6", "--run", run_url, "--gpus", "1",
+                            "--startup-s", "0")
+    assert plan["tokens"] == 2_500_000 and plan["measured_usable_share"] == 0.4
+    assert "2.50 generated tokens per usable token" in table
 
 
 def test_a_run_gives_tokens_per_gpu_second_and_start_up_per_task(tmp_path, capsys):

@@ -83,7 +83,8 @@ def templates_bounds(template: str | None) -> Bounds:
 
 
 def test_every_reason_has_a_labelled_pair():
-    assert set(LABELLED) | {"duplicate"} == set(REASONS)
+    # contaminated needs a benchmark index: its labelled rows are test_decontaminate.py's
+    assert set(LABELLED) | {"duplicate", "contaminated"} == set(REASONS)
 
 
 @pytest.mark.parametrize("reason", sorted(LABELLED))
@@ -181,7 +182,8 @@ def test_command_writes_verdict_columns_and_prints_result(tmp_path):
     lines = result.stdout.strip().splitlines()
     assert lines[-2] == ("RESULT quality rows=4 usable=1 empty=0 truncated=0 refusal=0 "
                          "repetition=0 copy_of_source=1 too_short=1 too_long=0 language=0 "
-                         "code_broken=0 numbers_lost=0 wrong_format=0 duplicate=1")
+                         "code_broken=0 numbers_lost=0 wrong_format=0 duplicate=1 "
+                         "contaminated=0")
     assert json.loads(lines[-1])["rejected"] == 3
     table = pq.read_table(out)
     assert table.column_names == ["id", "source_text", "output_text", "finish_reason",

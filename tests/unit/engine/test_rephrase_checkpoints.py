@@ -182,8 +182,10 @@ def test_committed_shard_of_changed_prompts_is_set_aside_and_regenerated(run_url
     assert _part_checksums(run_url) == {prompt_checksum(storage.read_table(shard))}
     assert sorted(_all_rows(run_url, "shard-00000")[0]) == [
         (f"doc-{i:04d}", "summary") for i in range(10)]
+    # every attempt is set aside with its part (docs/adr/0141)
     assert sorted(_stale_files(run_url)) == sorted(
-        ["generated/_COMMITTED.json"] + [f"generated/part-{k:05d}.parquet" for k in range(3)])
+        ["generated/_COMMITTED.json"] + [f"{folder}/part-{k:05d}.parquet" for k in range(3)
+                                         for folder in ("generated", "attempts")])
 
 
 def test_partial_shard_of_changed_prompts_is_not_resumed_into(run_url):
@@ -198,7 +200,10 @@ def test_partial_shard_of_changed_prompts_is_not_resumed_into(run_url):
     assert summary["resumed_rows"] == 0 and summary["set_aside"]
     assert len(_all_rows(run_url, "shard-00000")[0]) == 30
     assert _part_checksums(run_url) == {prompt_checksum(storage.read_table(shard))}
-    assert len(_stale_files(run_url)) == 2  # the two parts of the first edition
+    # the two parts of the first edition, each with its attempts
+    assert sorted(_stale_files(run_url)) == [
+        f"{folder}/part-{k:05d}.parquet" for folder in ("attempts", "generated")
+        for k in range(2)]
 
 
 def test_same_prompts_in_another_file_layout_keep_their_commit(run_url):
