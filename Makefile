@@ -158,8 +158,12 @@ prometheus: /usr/bin/prometheus-pushgateway /usr/bin/promtool
 check-gpu-image: .venv-worker/.ok
 	.venv-worker/bin/pytest -q -p no:cacheprovider tests/integration/engine/pypi_gpu_image_pins.py
 
+# Style, the architecture's import contracts and dead code: pyproject.toml's [tool.ruff],
+# [tool.importlinter] and [tool.vulture] (docs/adr/0143)
 lint: .venv/.ok
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports --no-cache
+	.venv/bin/vulture
 
 # The fast loop: lint, the unit tests, the contract and DAG-parse tests of both halves,
 # without what starts Airflow, Spark, vLLM, Ray, a control plane or a browser (their

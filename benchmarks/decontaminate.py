@@ -36,8 +36,8 @@ from machine import print_machine, result_line  # noqa: E402
 from quality import CODE_TEMPLATES, MATH_TEMPLATES, TEMPLATES, _clear_caches, _rows  # noqa: E402
 
 from synthfactory.quality import decontaminate  # noqa: E402
-from synthfactory.quality.bounds import Bounds, bounds_from  # noqa: E402
 from synthfactory.quality.gate import Row, assess  # noqa: E402
+from synthfactory.quality_bounds import Bounds, bounds_from  # noqa: E402
 from synthfactory.stitch.templates import load_template  # noqa: E402
 
 BENCHMARK_FILES = 4

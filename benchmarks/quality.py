@@ -45,9 +45,9 @@ from machine import print_machine, result_line  # noqa: E402  (this folder is on
 
 from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.quality import domain  # noqa: E402
-from synthfactory.quality.bounds import Bounds, bounds_from  # noqa: E402
 from synthfactory.quality.checks import REFUSAL, repetition_ratio  # noqa: E402
 from synthfactory.quality.gate import Row, assess  # noqa: E402
+from synthfactory.quality_bounds import Bounds, bounds_from  # noqa: E402
 from synthfactory.stitch.templates import load_template  # noqa: E402
 
 TEMPLATES = ("encyclopedic", "qa", "summary", "faq")

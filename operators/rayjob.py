@@ -131,21 +131,10 @@ def rayjob_manifest(*, name: str, namespace: str, image: str, entrypoint: list[s
     }
 
 
-def rayjob_wave(workers: int, gpus_per_worker: int) -> list[dict]:
-    """What the capacity sensor must place at one moment: the head and every worker."""
-    return [
-        {"pool": "cpu", "count": 1, "requests": dict(HEAD_REQUESTS),
-         "node_selector": dict(CPU_POLICY.node_selector)},
-        {"pool": "gpu", "count": workers,
-         "requests": per_gpu(GPU_POLICY.requests, gpus_per_worker),
-         "node_selector": dict(GPU_POLICY.node_selector),
-         "tolerations": [dict(t) for t in GPU_POLICY.tolerations]},
-    ]
-
-
 def rayjob_wave_template(workers: str) -> list[dict]:
-    """``rayjob_wave`` as templates the capacity sensor renders for the run: ``workers``
-    is the plan's group count, each worker asks ``gpus_per_task`` GPUs."""
+    """What the capacity sensor must place at one moment, the head and every worker, as
+    templates it renders for the run: ``workers`` is the plan's group count, each worker
+    asks ``gpus_per_task`` GPUs."""
     return [
         {"pool": "cpu", "count": 1, "requests": dict(HEAD_REQUESTS),
          "node_selector": dict(CPU_POLICY.node_selector)},

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.catalog.run_reader import CommittedRun, CommittedShard, read_committed_run
 from synthfactory.contract import JoinedJson, JoinedTemplate, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
 from synthfactory.quality.repair import TRIMMED
 from synthfactory.quality.table import QA_PAIRS
+from synthfactory.run_reader import CommittedRun, CommittedShard, read_committed_run
 
 log = logging.getLogger(__name__)
 

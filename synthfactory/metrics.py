@@ -38,19 +38,17 @@ from prometheus_client import (
 )
 
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
-from synthfactory.contract import PUSHGATEWAY_ENV, TRY_NUMBER_ENV
+from synthfactory.contract import METRICS_JOB, PUSHGATEWAY_ENV, TRY_NUMBER_ENV
 from synthfactory.contract.names import METRICS_ADDR_ENV, METRICS_PORT_ENV
 
 log = logging.getLogger(__name__)
 
 PREFIX = "synthfactory_"
-JOB = "synthfactory"
 PUSH_SECONDS = 15.0  # the alert on a stale group expects a push at least this often
 PUSH_SECONDS_ENV = "SYNTHFACTORY_PUSH_SECONDS"  # shorter, for tests and demos
 # the rate a GPU step should reach (a sweep's or `estimate`'s figure): the slow-step
 # alert compares against it (deploy/prometheus/synthfactory-rules.yml)
 EXPECTED_RATE_ENV = "SYNTHFACTORY_EXPECTED_TOKENS_PER_S"
-LABELS = (*LABEL_ENV, "host", "model")
 # The steps besides rephrase that push their rows and seconds (cli.py wraps their run), and
 # where their summary says the rows: {metric: summary key}. docs/metrics.md.
 STEP_ROWS: dict[str, dict[str, str]] = {
@@ -59,7 +57,6 @@ STEP_ROWS: dict[str, dict[str, str]] = {
     "join": {"in": "generated", "out": "joined", "rejected": "rejected"},
     "register": {"out": "rows"},
 }
-STEP_LABELS = (*LABEL_ENV, "host", "step")
 # An engine's own statistics, from its optional ``engine_stats()`` (the offline vLLM
 # engine's; echo and endpoint have none): {key it returns: (metric, kind, doc)}. Gauges are
 # set, counters follow the engine's cumulative figure. Sampled every push period, not per
@@ -408,7 +405,7 @@ class Pusher(threading.Thread):
 
     def push(self) -> None:
         try:
-            push_to_gateway(self.gateway, job=JOB, registry=self.registry,
+            push_to_gateway(self.gateway, job=METRICS_JOB, registry=self.registry,
                             grouping_key=self.grouping_key, timeout=5)
         except OSError as exc:
             if not self._warned:
@@ -439,10 +436,10 @@ def delete_run_groups(run_id: str, environ: Mapping[str, str] | None = None) -> 
         with urllib.request.urlopen(f"{base.rstrip('/')}/api/v1/metrics", timeout=10) as r:
             groups = json.load(r).get("data") or []
         keys = [group["labels"] for group in groups
-                if group.get("labels", {}).get("job") == JOB
+                if group.get("labels", {}).get("job") == METRICS_JOB
                 and group["labels"].get("run_id") == run_id]
         for labels in keys:
-            delete_from_gateway(gateway, job=JOB, timeout=10,
+            delete_from_gateway(gateway, job=METRICS_JOB, timeout=10,
                                 grouping_key={k: v for k, v in labels.items() if k != "job"})
     except (OSError, ValueError) as exc:
         log.warning("metrics: could not delete run %s's groups from the Pushgateway at %s "

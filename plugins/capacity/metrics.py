@@ -19,12 +19,11 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from synthfactory.contract import METRIC_LABEL_ENV, PUSHGATEWAY_ENV
+from synthfactory.contract import METRIC_LABEL_ENV, METRICS_JOB, PUSHGATEWAY_ENV
 from synthfactory_airflow.plugins.capacity.quantities import CPU, PODS
 
 log = logging.getLogger(__name__)
 
-JOB = "synthfactory"  # synthfactory/metrics.py's job: write_report deletes the run's groups
 PREFIX = "synthfactory_capacity_"
 
 
@@ -121,7 +120,7 @@ def push_figures(result: Any, metrics: Mapping[str, Any],
               list(labels), registry=registry).labels(**labels).set(int(metrics["try_number"]))
     key = {k: v for k, v in labels.items() if k in METRIC_LABEL_ENV or k == "host"}
     try:
-        push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=key, timeout=5)
+        push_to_gateway(gateway, job=METRICS_JOB, registry=registry, grouping_key=key, timeout=5)
     except OSError as exc:
         log.warning("metrics: the Pushgateway at %s did not take the wave's figures (%s); "
                     "the sensor goes on", gateway, exc)

@@ -26,10 +26,10 @@ from synthfactory.catalog.iceberg_table import (
     split_identifier,
 )
 from synthfactory.catalog.lineage import PROPERTY_PREFIX, lineage_of
-from synthfactory.catalog.run_reader import read_committed_run
 from synthfactory.errors import RetryableError, SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.join import read_joined
+from synthfactory.run_reader import read_committed_run
 
 log = logging.getLogger(__name__)
 

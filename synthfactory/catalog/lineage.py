@@ -13,8 +13,8 @@ from datetime import datetime
 
 import pyarrow as pa
 
-from synthfactory.catalog.run_reader import CommittedRun
 from synthfactory.contract import JoinedJson, paths
+from synthfactory.run_reader import CommittedRun
 
 PROPERTY_PREFIX = "synthfactory."
 

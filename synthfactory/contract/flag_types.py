@@ -44,15 +44,28 @@ fraction = _bounded(float, lambda v: 0 <= v <= 1, "between 0 and 1", "A number i
 probability = _bounded(float, lambda v: 0 < v <= 1, "in (0, 1]", "A number in (0, 1].")
 
 
+# One type per concept, whichever step takes it
+temperature = _bounded(float, lambda v: v >= 0, "0 or more",
+                       "A sampling temperature >= 0 (0 is greedy).")
+context_window = _bounded(int, lambda v: v >= 1, "at least 1",
+                  "A context window in tokens (max_model_len), >= 1.")
+token_count = _bounded(int, lambda v: v >= 1, "at least 1", "A number of tokens >= 1.")
+
+
+def seed(text: str) -> int:
+    """An integer seed."""
+    return _number(text, int)
+
+
 AUTO = "auto"
 
 
 def budget(text: str) -> int | str:
-    """``max_new_tokens``: an integer >= 1, or ``auto`` (each row's budget from its source's
+    """``max_new_tokens``: a ``token_count``, or ``auto`` (each row's budget from its source's
     length and its template's ratio; synthfactory/stitch/budget.py)."""
     if text.strip().lower() == AUTO:
         return AUTO
-    return positive_int(text)
+    return token_count(text)
 
 
 def yes_no(text: str) -> bool:

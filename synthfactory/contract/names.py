@@ -26,6 +26,9 @@ PROGRESS_SECONDS_ENV = "SYNTHFACTORY_PROGRESS_SECONDS"  # rephrase's progress lo
 METRIC_LABEL_ENV = {"dag_id": "SYNTHFACTORY_DAG_ID", "run_id": "SYNTHFACTORY_RUN_ID",
                     "task": "SYNTHFACTORY_TASK_ID", "map_index": "SYNTHFACTORY_MAP_INDEX"}
 PUSHGATEWAY_ENV = "SYNTHFACTORY_PUSHGATEWAY"  # host:port or URL: where steps push metrics
+# The Pushgateway job of every group the steps and the capacity sensor push; write_report
+# deletes a run's groups of this job
+METRICS_JOB = "synthfactory"
 TRY_NUMBER_ENV = "SYNTHFACTORY_TRY_NUMBER"  # the task's attempt, a metric's value (not a label)
 # A pod's step serves its metrics on this port (the kubernetes runner sets it, with the
 # pod's named port `metrics`); a local step never has it: one host, many steps, no port

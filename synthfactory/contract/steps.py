@@ -29,6 +29,7 @@ from synthfactory.contract import paths
 from synthfactory.contract.flag_types import (
     AUTO,
     budget,
+    context_window,
     fraction,
     non_negative_float,
     non_negative_int,
@@ -39,6 +40,9 @@ from synthfactory.contract.flag_types import (
     price,
     probability,
     routing_switch,
+    seed,
+    temperature,
+    token_count,
     yes_no,
 )
 from synthfactory.contract.names import (
@@ -307,7 +311,7 @@ STITCH = Step(
         Flag("--max-new-tokens", type=budget, default=256, param="max_new_tokens",
              help="tokens generated per row at most, or auto: the row's source tokens "
                   "times its template's max_ratio, plus a margin"),
-        Flag("--max-model-len", type=positive_int, default=2048, param="max_model_len",
+        Flag("--max-model-len", type=context_window, default=2048, param="max_model_len",
              help="context window: a document whose prompt and budget do not fit it is "
                   "cut into chunks that do"),
         Flag("--text-column", default="text", param="text_column",
@@ -321,7 +325,7 @@ STITCH = Step(
         Flag("--min-quality", type=number_or_unset, one_item=True, param="min_quality",
              value="{{ '' if params.min_quality is none else params.min_quality }}",
              help="stitch only documents whose --quality-column is >= this"),
-        Flag("--seed", type=int, default=0, help="seed of the styles drawn per document"),
+        Flag("--seed", type=seed, default=0, help="seed of the styles drawn per document"),
         Flag("--model", param="model", help="model folder with tokenizer.json"),
         Flag("--master", default="local[*]", param="spark_master", help="Spark master URL"),
         Flag("--partitions", type=positive_int, default=8, param="spark_partitions",
@@ -349,7 +353,7 @@ REPHRASE = Step(
         Flag("--engine-args", param="engine_args", value="{{ params.engine_args | tojson }}",
              help="JSON object or @file for vllm.LLM"),
         # plan passes the window from prompts/shards.json: the one stitch cut for
-        Flag("--max-model-len", type=positive_int,
+        Flag("--max-model-len", type=context_window,
              help="the context window the shards were cut for (stitch's max_model_len; plan "
                   "passes it from prompts/shards.json): the engine's max_model_len, unless "
                   "--engine-args sets a larger one; an engine window smaller than it fails "
@@ -357,7 +361,7 @@ REPHRASE = Step(
         Flag("--max-new-tokens", type=budget, default=AUTO, param="max_new_tokens",
              help="one budget for every row; default (auto): each row's own, the shard's "
                   "max_new_tokens column"),
-        Flag("--temperature", type=non_negative_float, default=0.7, param="temperature",
+        Flag("--temperature", type=temperature, default=0.7, param="temperature",
              help="sampling temperature (0: greedy)"),
         Flag("--top-p", type=probability, default=0.95, help="nucleus sampling's top-p"),
         Flag("--checkpoint-rows", type=positive_int, default=64, param="checkpoint_rows",
@@ -523,7 +527,7 @@ SMOKE = Step(
         Flag("--seq-len", type=positive_int, default=128, help="tokens per training sequence"),
         Flag("--batch-size", type=positive_int, default=4, help="sequences per step"),
         Flag("--lr", type=positive_float, default=3e-3, help="learning rate"),
-        Flag("--seed", type=int, default=0, help="seed of the synthetic tokens and the model"),
+        Flag("--seed", type=seed, default=0, help="seed of the synthetic tokens and the model"),
         Flag("--dp", type=positive_int, default=1, help="data-parallel ranks (for sharding)"),
         Flag("--dp-rank", type=non_negative_int, default=0, help="this rank"),
         Flag("--overlong", choices=("drop", "truncate"), default="drop",
@@ -561,13 +565,13 @@ SWEEP = Step(
                   "or a {param: [values]} product"),
         Flag("--out", required=True, role=OUTPUT,
              help="sweep folder URL (results, PNG, winner)"),
-        Flag("--gpu-hour-usd", type=float, aliases=("--gpu-hour-cost",), param="gpu_hour_cost",
+        Flag("--gpu-hour-usd", type=price, aliases=("--gpu-hour-cost",), param="gpu_hour_cost",
              help="USD per device-hour, for cost per billion output tokens"),
-        Flag("--sample-rows", type=int, default=32, param="sample_rows",
+        Flag("--sample-rows", type=positive_int, default=32, param="sample_rows",
              help="prompt rows measured per trial (spread over the shard)"),
-        Flag("--max-new-tokens", type=int, default=128, param="max_new_tokens",
+        Flag("--max-new-tokens", type=token_count, default=128, param="max_new_tokens",
              help="tokens generated per row"),
-        Flag("--warmup-rows", type=int, default=4,
+        Flag("--warmup-rows", type=non_negative_int, default=4,
              help="short requests run before the timed sample"),
         Flag("--safety-margin", type=float, default=0.1, param="safety_margin",
              help="fraction each grid entry's batch and memory knobs are scaled down by "
@@ -575,8 +579,8 @@ SWEEP = Step(
         Flag("--rounds", type=int, default=3,
              help="rounds the finalist and the defaults are measured, alternating (at least "
                   "3); the halving may add more"),
-        Flag("--temperature", type=float, default=0.7, help="sampling temperature"),
-        Flag("--top-p", type=float, default=0.95, help="nucleus sampling's top-p"),
+        Flag("--temperature", type=temperature, default=0.7, help="sampling temperature"),
+        Flag("--top-p", type=probability, default=0.95, help="nucleus sampling's top-p"),
         Flag("--ignore-eos", action="boolean", default=True,
              help="generate exactly --max-new-tokens per row, so every configuration does "
                   "the same work (default: on)"),

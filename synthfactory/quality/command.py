@@ -15,9 +15,9 @@ from synthfactory import storage
 from synthfactory.contract.flag_types import fraction, positive_int
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.quality import dedup
-from synthfactory.quality.bounds import Bounds, bounds_from
 from synthfactory.quality.gate import counts
 from synthfactory.quality.table import check_columns, verdicts_of, with_verdicts
+from synthfactory.quality_bounds import Bounds, bounds_from
 from synthfactory.stitch.templates import load_template
 
 OVERRIDES = {  # flag -> (Bounds field, type, help)

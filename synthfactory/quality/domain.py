@@ -1,4 +1,5 @@
-"""The checks a template declares (quality/bounds.py): code kept, numbers kept, a shape.
+"""The checks a template declares (synthfactory/quality_bounds.py): code kept, numbers
+kept, a shape.
 
 - **Code** (``keep_code``, reason ``code_broken``): the source's fenced code blocks in a
   language with a parser (Python: ``ast``; JSON: ``json``; TOML: ``tomllib``; all the

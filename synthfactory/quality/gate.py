@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from synthfactory.quality import checks, dedup, domain
-from synthfactory.quality.bounds import Bounds
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.reasons import REASONS
+from synthfactory.quality_bounds import Bounds
 
 if TYPE_CHECKING:
     from synthfactory.quality.decontaminate import BenchmarkIndex
@@ -174,7 +174,7 @@ class Gate:
         self.default = Bounds().override(max_repetition=max_repetition)
 
     def _load(self, template: str) -> None:
-        from synthfactory.quality.bounds import bounds_from
+        from synthfactory.quality_bounds import bounds_from
         from synthfactory.stitch.templates import load_template, load_used
 
         tpl = (load_used(template, self.run_templates) if self.run_templates

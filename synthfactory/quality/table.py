@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from synthfactory.errors import PermanentError
-from synthfactory.quality.bounds import Bounds
 from synthfactory.quality.gate import Row, Verdict, assess
+from synthfactory.quality_bounds import Bounds
 
 REQUIRED = ("id", "source_text", "output_text", "finish_reason")
 OPTIONAL = ("template",)

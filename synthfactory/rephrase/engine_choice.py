@@ -93,7 +93,6 @@ class EngineChoice:
     starts) and the record of why, for each commit, the summary and the report."""
 
     args: dict
-    engine_core: str
     environment: dict = field(default_factory=dict)
     record: dict = field(default_factory=dict)
 
@@ -140,8 +139,7 @@ def choose(hardware: Hardware, given: dict, tuned: dict | None = None,
             environment[KV_SPACE_ENV] = str(space)
         record.update({"kv_cache_space_gib": space or _ENVIRONMENT[KV_SPACE_ENV],
                        "kv_cache_tokens": tokens, "kv_cache_reason": note})
-    return EngineChoice(args=merged, engine_core=core, environment=environment,
-                        record=record)
+    return EngineChoice(args=merged, environment=environment, record=record)
 
 
 def with_window(args: dict, window: int | None) -> dict:

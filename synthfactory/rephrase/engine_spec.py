@@ -12,20 +12,6 @@ from dataclasses import dataclass, field
 from synthfactory.rephrase.engine_registry import DEFAULT_ENGINE, engine_kind
 
 
-def describe(exc: BaseException) -> str:
-    """The engine's own message; for vLLM's pydantic config errors just the reasons,
-    without the dump of every argument."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            reasons = [e["msg"] for e in errors() if isinstance(e, dict) and e.get("msg")]
-        except Exception:  # not pydantic's errors(): fall back to str()
-            reasons = []
-        if reasons:
-            return f"{type(exc).__name__}: " + "; ".join(reasons)
-    return f"{type(exc).__name__}: {exc}"
-
-
 @dataclass(frozen=True)
 class EngineSpec:
     model: str

@@ -5,7 +5,7 @@ Each file holds one template: ``id`` (its file name without ``.json``), ``versio
 ``style``, ``system`` and ``user`` messages, and optionally ``domain`` (the kind of
 source it is written for: web, code, math or any; ``any`` when not declared) and
 ``quality``, the bounds and checks the quality gate applies to its outputs
-(synthfactory/quality/bounds.py); ``{document}`` is the only placeholder. A folder is
+(synthfactory/quality_bounds.py); ``{document}`` is the only placeholder. A folder is
 checked whole at load, each problem one line naming the file, so a typo fails the job
 before any Spark or GPU time is spent.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from synthfactory import storage
 from synthfactory.errors import PermanentError, SynthfactoryError
-from synthfactory.quality.bounds import bounds_from
+from synthfactory.quality_bounds import bounds_from
 
 PLACEHOLDER = "document"
 _FIELDS = {"id": str, "version": int, "style": str, "system": str, "user": str}
@@ -45,14 +45,7 @@ class PromptTemplate:
     system: str
     user: str
     domain: str = DEFAULT_DOMAIN
-    quality: dict[str, Any] = dataclass_field(default_factory=dict)  # checked by quality.bounds
-
-    def messages(self, document: str) -> list[dict[str, str]]:
-        """Chat messages for one document (the form ``LLM.chat`` takes)."""
-        return [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": self.render_user(document)},
-        ]
+    quality: dict[str, Any] = dataclass_field(default_factory=dict)  # checked by quality_bounds
 
     def render_user(self, document: str) -> str:
         # str.replace, not str.format: documents are full of braces.

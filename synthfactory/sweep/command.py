@@ -60,13 +60,7 @@ def sample_rows(total: int, wanted: int) -> list[int]:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("sample_rows", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            raise SynthfactoryError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.warmup_rows < 0:
-        raise SynthfactoryError("--warmup-rows must not be negative")
-    if args.gpu_hour_usd is not None and args.gpu_hour_usd < 0:
-        raise SynthfactoryError("--gpu-hour-usd must not be negative")
+    """What the flags' types (the steps table) cannot say alone."""
     check_margin(args.safety_margin)
     check_rounds(args.rounds)
     engine_kind(args.engine).check(args)

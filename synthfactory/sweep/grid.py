@@ -47,25 +47,6 @@ def config_label(config: dict) -> str:
     return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(config.items()))
 
 
-# What a sweep over an OpenAI-compatible endpoint can vary: the client's knobs. The
-# server's own arguments are set where it was started, not by us.
-ENDPOINT_KNOBS = ("max_in_flight",)
-
-
-def check_endpoint_config(config: dict, where: str) -> None:
-    """An endpoint grid entry names only client knobs, each a positive integer."""
-    unknown = sorted(set(config) - set(ENDPOINT_KNOBS))
-    if unknown:
-        raise SynthfactoryError(
-            f"{where}: {', '.join(unknown)} cannot be swept against an endpoint (the "
-            f"server's arguments are set where it runs); an endpoint grid varies "
-            f"{', '.join(ENDPOINT_KNOBS)}")
-    for key, value in config.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SynthfactoryError(f"{where}: {key}={json.dumps(value)}: expected a "
-                                    "positive integer")
-
-
 def gpu_only(config: dict, flags: frozenset[str] | None = None) -> str | None:
     """Why the CPU build cannot measure ``config`` on this CPU (``flags``: its
     /proc/cpuinfo flags, read when needed), or None when it can."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from synthfactory import storage
 from synthfactory.rephrase.engine_registry import DEFAULT_ENGINE, engine_kind
-from synthfactory.rephrase.engine_spec import describe
+from synthfactory.rephrase.engine_registry.base import describe
 
 OOM = re.compile(r"out of memory|OutOfMemory|No available memory|insufficient memory|"
                  r"not enough (?:KV cache|memory)|Cannot allocate memory", re.IGNORECASE)

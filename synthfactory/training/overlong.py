@@ -7,21 +7,10 @@ length. Neither is silent: both are counted and reported in the summary.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
-from synthfactory.errors import SynthfactoryError
+from synthfactory.training.choice import Choice
 
 
-class OverlongPolicy(StrEnum):
+class OverlongPolicy(Choice, what="overlong policy"):
     DROP = "drop"
     TRUNCATE = "truncate"
-
-    @classmethod
-    def parse(cls, value: str | OverlongPolicy) -> OverlongPolicy:
-        try:
-            return cls(value)
-        except ValueError as exc:
-            raise SynthfactoryError(
-                f"overlong policy {value!r}: use one of {[p.value for p in cls]}"
-            ) from exc
 

@@ -10,26 +10,15 @@ and ``loss_mask`` (1 where the next token belongs to the same document).
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import numpy as np
 
-from synthfactory.errors import SynthfactoryError
+from synthfactory.training.choice import Choice
 
 
-class PackingStrategy(StrEnum):
+class PackingStrategy(Choice, what="packing"):
     FIRST_FIT = "first_fit"
     BEST_FIT = "best_fit"
     CONCAT_THEN_SPLIT = "concat_then_split"
-
-    @classmethod
-    def parse(cls, value: str | PackingStrategy) -> PackingStrategy:
-        try:
-            return cls(value)
-        except ValueError as exc:
-            raise SynthfactoryError(
-                f"packing {value!r}: use one of {[p.value for p in cls]}"
-            ) from exc
 
 
 def pack(ds, strategy: PackingStrategy | str, seq_len: int, num_packing_bins: int = 16):
@@ -69,11 +58,3 @@ def training_row(packed: dict) -> dict:
         "segment_ids": segments,
         "loss_mask": mask,
     }
-
-
-def fill_ratio(rows: list[dict] | dict) -> float:
-    """Share of row cells holding a document token (1 - padding waste)."""
-    segments = rows["segment_ids"] if isinstance(rows, dict) else np.stack(
-        [r["segment_ids"] for r in rows]
-    )
-    return float(np.count_nonzero(segments) / segments.size) if segments.size else 0.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from synthfactory.contract.flag_types import positive_int
+from synthfactory.contract.flag_types import positive_int, seed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=50)
     parser.add_argument("--samples", type=positive_int, default=10000,
                         help="draws for the percentiles")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--overlong", choices=("drop", "truncate"), default="drop")
     parser.add_argument("--packing", choices=("first_fit", "best_fit", "concat_then_split"),
                         default="first_fit")

@@ -9,11 +9,24 @@ its engine does differently.
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the registry never imports the spec at run time: it imports us
     from synthfactory.rephrase.engine_spec import EngineSpec
+
+
+def describe(exc: BaseException) -> str:
+    """The engine's own message; for vLLM's pydantic config errors just the reasons,
+    without the dump of every argument."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            reasons = [e["msg"] for e in errors() if isinstance(e, dict) and e.get("msg")]
+        except Exception:  # not pydantic's errors(): fall back to str()
+            reasons = []
+        if reasons:
+            return f"{type(exc).__name__}: " + "; ".join(reasons)
+    return f"{type(exc).__name__}: {exc}"
 
 
 class EngineKind:
@@ -84,11 +97,10 @@ class EngineKind:
         """The engine a sweep trial measures, from its spec (trial.py)."""
         raise NotImplementedError(f"{self.name}: not an engine the sweep measures")
 
-    @contextmanager
     def warm_up_budget(self, engine, max_tokens: int):
-        """While inside: ``engine`` generates at most ``max_tokens`` a request."""
+        """A context manager: while inside, ``engine`` generates at most ``max_tokens`` a
+        request (an entry's is a ``contextmanager``)."""
         raise NotImplementedError(f"{self.name}: not an engine the sweep measures")
-        yield
 
     def effective(self, engine) -> dict:
         """What the engine actually used, for the sweep's report."""

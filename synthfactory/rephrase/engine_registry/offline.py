@@ -14,7 +14,7 @@ from pathlib import Path
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_args import TUNED_FILE, read_tuned
 from synthfactory.rephrase.engine_choice import check_window
-from synthfactory.rephrase.engine_registry.base import EngineKind
+from synthfactory.rephrase.engine_registry.base import EngineKind, describe
 from synthfactory.rephrase.vllm_checks import check_engine_args
 
 
@@ -35,7 +35,6 @@ class OfflineVllm(EngineKind):
 
     def build(self, spec):
         from synthfactory.rephrase import engines  # looked up now: tests stand in for it
-        from synthfactory.rephrase.engine_spec import describe
 
         try:
             return engines.VllmEngine(spec.model, spec.engine_args, spec.sampling,

@@ -10,6 +10,7 @@ the spec (a spec is pickled to Ray replicas and trial processes) nor in argv.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
 from synthfactory.contract.flag_types import positive_float
 from synthfactory.contract.steps import param_name, server_engine_takes_no_engine_args
-from synthfactory.errors import PermanentError
+from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.rephrase.endpoint import api_base
 from synthfactory.rephrase.engine_registry.base import EngineKind
 
@@ -54,6 +55,25 @@ def check_endpoint_arguments(args: argparse.Namespace) -> None:
     api_base(args.endpoint)  # a malformed URL, or one with credentials, fails now
 
 
+# What a sweep over an OpenAI-compatible endpoint can vary: the client's knobs. The
+# server's own arguments are set where it was started, not by us.
+ENDPOINT_KNOBS = ("max_in_flight",)
+
+
+def check_endpoint_config(config: dict, where: str) -> None:
+    """An endpoint grid entry names only client knobs, each a positive integer."""
+    unknown = sorted(set(config) - set(ENDPOINT_KNOBS))
+    if unknown:
+        raise SynthfactoryError(
+            f"{where}: {', '.join(unknown)} cannot be swept against an endpoint (the "
+            f"server's arguments are set where it runs); an endpoint grid varies "
+            f"{', '.join(ENDPOINT_KNOBS)}")
+    for key, value in config.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SynthfactoryError(f"{where}: {key}={json.dumps(value)}: expected a "
+                                    "positive integer")
+
+
 class OpenAIEndpoint(EngineKind):
     name = "endpoint"
     commands = {"rephrase": "an OpenAI-compatible server (--endpoint)",
@@ -87,9 +107,14 @@ class OpenAIEndpoint(EngineKind):
                                 retry_s=args.endpoint_retry_s)
 
     def build(self, spec):
+        return self._engine(spec.settings or EndpointSettings(), spec.sampling,
+                            spec.max_in_flight, spec.window)
+
+    @staticmethod
+    def _engine(settings: EndpointSettings, sampling: dict, max_in_flight: int,
+                window: int | None):
         from synthfactory.rephrase.endpoint import EndpointOptions, OpenAIEndpointEngine
 
-        settings = spec.settings or EndpointSettings()
         if not settings.url:
             raise PermanentError("--engine endpoint: no endpoint (give --endpoint URL or set "
                                  f"{ENDPOINT_URL_ENV})")
@@ -97,8 +122,8 @@ class OpenAIEndpoint(EngineKind):
                                   api_key=os.environ.get(ENDPOINT_API_KEY_ENV) or None,
                                   retry_s=settings.retry_s,
                                   connect_wait_s=min(30.0, settings.retry_s),
-                                  window=spec.window)
-        return OpenAIEndpointEngine(options, spec.sampling, spec.max_in_flight)
+                                  window=window)
+        return OpenAIEndpointEngine(options, sampling, max_in_flight)
 
     def summary(self, engine) -> dict:
         """What the server was, and how often it had to be waited for (``asked``
@@ -112,8 +137,6 @@ class OpenAIEndpoint(EngineKind):
 
     # -- the sweep: the client's knobs against a server someone else started ------------
     def check_grid_entry(self, config: dict, where: str) -> None:
-        from synthfactory.sweep.grid import check_endpoint_config
-
         check_endpoint_config(config, where)
 
     def sweep_claim(self, args: argparse.Namespace) -> dict:
@@ -125,15 +148,11 @@ class OpenAIEndpoint(EngineKind):
 
     def trial_engine(self, spec: dict):
         """The rephrase worker's own endpoint engine; its key comes from the environment."""
-        from synthfactory.rephrase.engine_spec import EngineSpec
-
         endpoint = spec["endpoint"]
-        return self.build(EngineSpec(
-            model=spec["model"], engine=self.name, sampling=spec["sampling"],
-            max_in_flight=spec["config"].get("max_in_flight", 256),
-            settings=EndpointSettings(url=endpoint["url"],
-                                      served_model=endpoint.get("served_model"),
-                                      retry_s=endpoint["retry_s"])))
+        return self._engine(EndpointSettings(url=endpoint["url"],
+                                             served_model=endpoint.get("served_model"),
+                                             retry_s=endpoint["retry_s"]),
+                            spec["sampling"], spec["config"].get("max_in_flight", 256), None)
 
     @contextmanager
     def warm_up_budget(self, engine, max_tokens: int):

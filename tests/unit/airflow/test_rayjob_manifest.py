@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from synthfactory_airflow.operators.rayjob import rayjob_manifest, rayjob_wave, wave_entrypoint
+from synthfactory_airflow.operators.rayjob import rayjob_manifest, wave_entrypoint
 from tests.support.paths import ROOT
 
 CRD = ROOT / "tests" / "schemas" / "crds" / "ray.io_rayjobs.yaml"
@@ -121,12 +121,6 @@ def test_kueue_queue_labels_the_job_and_creates_it_suspended(schema):
     assert manifest["spec"]["suspend"] is True
     jsonschema.validate(manifest, schema)
     assert "suspend" not in _manifest()["spec"]
-
-
-def test_the_sensor_wave_holds_the_head_and_every_worker():
-    wave = rayjob_wave(workers=3, gpus_per_worker=8)
-    assert [(g["pool"], g["count"]) for g in wave] == [("cpu", 1), ("gpu", 3)]
-    assert wave[1]["requests"]["nvidia.com/gpu"] == "8"
 
 
 def test_the_dag_in_kuberay_mode_builds_a_valid_two_node_wave(schema, tmp_path):

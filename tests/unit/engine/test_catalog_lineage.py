@@ -11,8 +11,8 @@ from synthfactory.catalog.command import query_hint
 from synthfactory.catalog.config import CatalogSettings
 from synthfactory.catalog.iceberg_table import split_identifier
 from synthfactory.catalog.lineage import RUNS_SCHEMA, lineage_of
-from synthfactory.catalog.run_reader import CommittedRun, CommittedShard
 from synthfactory.errors import SynthfactoryError
+from synthfactory.run_reader import CommittedRun, CommittedShard
 
 RUN = "s3://bucket/synth/wrap-web/2024-03-01"
 

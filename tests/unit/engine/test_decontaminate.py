@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthfactory.quality import decontaminate
-from synthfactory.quality.bounds import Bounds
 from synthfactory.quality.gate import Row, assess
+from synthfactory.quality_bounds import Bounds
 
 # Made up for these tests, in the shape of a grade-school maths benchmark item.
 QUESTION = ("A baker fills twelve trays with nine rolls each, and then gives away a third "

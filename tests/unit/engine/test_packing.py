@@ -14,7 +14,6 @@ from synthfactory.training.loader import (
     real_documents,
     synthetic_documents,
 )
-from synthfactory.training.packing import fill_ratio
 from synthfactory.training.token_processors import ConstantTokenProcessor, RandomTokenProcessor
 
 SEQ = 256
@@ -41,6 +40,12 @@ def _documents(batch: dict) -> list[np.ndarray]:
         for s in range(1, int(seg.max()) + 1):
             docs.append(batch["input_ids"][row][seg == s])
     return docs
+
+
+def fill_ratio(rows: dict) -> float:
+    """Share of row cells holding a document token (1 - padding waste)."""
+    segments = rows["segment_ids"]
+    return float(np.count_nonzero(segments) / segments.size)
 
 
 def test_random_tokens_cover_the_vocab_and_are_reproducible():

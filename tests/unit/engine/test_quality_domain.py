@@ -13,8 +13,8 @@ import pytest
 from synthfactory import storage
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.quality import domain
-from synthfactory.quality.bounds import Bounds, bounds_from
 from synthfactory.quality.gate import Row, assess, verdict_columns
+from synthfactory.quality_bounds import Bounds, bounds_from
 from synthfactory.stitch.templates import DOMAINS, load_template, load_templates, parse_template
 from tests.support.quality_texts import (
     CODE_COMMENTED,

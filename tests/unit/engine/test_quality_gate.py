@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from synthfactory.quality.bounds import Bounds, bounds_from
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.gate import Row, assess, counts
 from synthfactory.quality.reasons import REASONS
+from synthfactory.quality_bounds import Bounds, bounds_from
 from tests.support.quality_texts import (
     CODE_COMMENTED,
     CODE_SOURCE,

@@ -22,8 +22,7 @@ def test_six_styles_ship_and_all_load():
     assert {"encyclopedic", "easy", "qa", "tutorial", "summary", "faq"} <= set(names)
     for template in load_templates(names):
         assert template.version >= 1
-        messages = template.messages("Some {braced} text.")
-        assert messages[1]["content"].count("Some {braced} text.") == 1
+        assert template.render_user("Some {braced} text.").count("Some {braced} text.") == 1
 
 
 @pytest.mark.parametrize("change, message", [
