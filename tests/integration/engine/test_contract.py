@@ -88,7 +88,14 @@ def written(tmp_path_factory) -> Written:
     for entry in entries:
         rephrase_shard(entry["url"], run, lambda: EchoEngine(reject_if=REJECT),
                        WorkerOptions(model="echo", checkpoint_rows=3))
-    _cli(tmp, "validate", *[a for e in entries for a in ("--shard", e["url"])], "--run", run)
+    # a made-up benchmark quoting one seed document: validation/ and report.json then hold
+    # the decontamination keys contracts.md lists (absent without --benchmarks)
+    (tmp / "benchmarks").mkdir()
+    (tmp / "benchmarks" / "quiz.jsonl").write_text(json.dumps({"text": (
+        "Document 3 explains how module number 3 of a library reads files, parses their "
+        "lines and reports errors to the caller in a clear way.")}) + "\n")
+    _cli(tmp, "validate", *[a for e in entries for a in ("--shard", e["url"])], "--run", run,
+         "--benchmarks", f"file://{tmp}/benchmarks")
     _cli(tmp, "join", "--run", run)
     _cli(tmp, "report", "--run", run, "--dag-id", "synthetic_rephrase",
          "--airflow-run-id", "manual__contract", "--gpu-hour-usd", "2.5")
