@@ -91,6 +91,11 @@ class Settings:
     spark_service_account: str = field(default_factory=lambda: _env(
         "SYNTHFACTORY_SPARK_SERVICE_ACCOUNT", "synthfactory-spark"))
 
+    # where steps and the capacity sensor push their metrics (docs/metrics.md), host:port
+    # or a URL; empty: nothing pushed. Read again at run time from the same variable: the
+    # local runner passes it to its steps, the sensor reads it in the worker.
+    pushgateway: str = field(default_factory=lambda: _env("SYNTHFACTORY_PUSHGATEWAY", ""))
+
     # kubernetes runner: "pods" (one pod per shard group) or "kuberay" (one RayJob for the
     # whole wave, when it outgrows a node: operators/rayjob.py, docs/rephrase.md)
     rephrase_mode: str = field(default_factory=lambda: _env(
