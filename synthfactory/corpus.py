@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> dict:
                else dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1))
     except ValueError as exc:
         raise SynthfactoryError(f"--end-date {args.end_date!r}: not a YYYY-MM-DD date") from exc
-    if storage.scheme(args.out) == "file":  # an unwritable --out fails now, not after the scan
-        storage.makedirs(args.out)
+    storage.prepare_folder(args.out)  # an unwritable --out fails now, not after the scan
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     wanted = args.days * args.docs_per_day
     docs: list[tuple[str, str]] = []

@@ -97,6 +97,14 @@ def is_dir(url: str) -> bool:
     return fs.get_file_info(path).type == pafs.FileType.Directory
 
 
+def prepare_folder(url: str) -> None:
+    """Make sure a folder can take files before any work is done: on a local disk it is
+    created now (a file in the way fails here, in one line); on S3 a folder is only a key
+    prefix, so there is nothing to create and no marker object is written."""
+    if scheme(url) == "file":
+        makedirs(url)
+
+
 def makedirs(url: str) -> None:
     fs, path = filesystem(url)
     try:

@@ -33,15 +33,12 @@ TOKEN_ENV = HUB_TOKEN_ENV  # what huggingface_hub itself reads
 
 def run(args: argparse.Namespace) -> dict:
     license_id = hub_license(args.license)
-    if args.max_file_mb <= 0:
-        raise SynthfactoryError(f"--max-file-mb {args.max_file_mb}: must be above 0")
     token = os.environ.get(TOKEN_ENV) or None
     if args.hub_repo and not token:
         raise SynthfactoryError(f"--hub-repo {args.hub_repo}: no token (${TOKEN_ENV}: the "
                                 "hub connection's password, set by the DAG's hub_conn_id)")
     run_url, out_url = storage.normalize(args.run), storage.normalize(args.out)
-    if storage.scheme(out_url) == "file":  # an --out under a file: one line, before any
-        storage.makedirs(out_url)  # read (on S3 a folder is a prefix: no marker object)
+    storage.prepare_folder(out_url)  # an --out under a file: one line, before any read
     facts = read_facts(run_url, args.dag_id, args.airflow_run_id)
     files = dataset_files.write(run_url, out_url, args.max_file_mb)
     card = card_text(facts, license_id, files).encode()

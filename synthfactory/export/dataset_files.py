@@ -123,8 +123,6 @@ def write(run_url: str, out_url: str, max_file_mb: float) -> list[DataFile]:
     same bytes are left as they are, and a file of an earlier export beyond the new
     count is deleted."""
     data_url = storage.join(out_url, DATA)
-    if storage.scheme(data_url) == "file":  # on S3 a prefix needs no marker object
-        storage.makedirs(data_url)
     before = {u.rsplit("/", 1)[-1]: u for u in storage.list_files(data_url, ".parquet")
               if FILE.fullmatch(u.rsplit("/", 1)[-1])}
     written: list[DataFile] = []

@@ -29,6 +29,21 @@ def _schemas(dag) -> dict[str, dict]:
     return {name: dag.params.get_param(name).schema for name in dag.params}
 
 
+def _form_takes(dag, name: str, value, ok: bool, match: str | None = None) -> None:
+    """Set one Param on a copy of the form, as the UI or a trigger's conf would, and check
+    the form takes the value or refuses it naming the field (or ``match``)."""
+    import copy
+
+    params = copy.deepcopy(dag.params)  # setting a value writes through to the Param
+    if ok:
+        params[name] = value
+        params.validate()
+    else:
+        with pytest.raises(Exception, match=match or name):
+            params[name] = value
+            params.validate()
+
+
 def test_every_param_sits_in_a_section_and_is_described(dag):
     schemas = _schemas(dag)
     for name, schema in schemas.items():
@@ -52,16 +67,7 @@ def test_templates_is_a_multi_select_of_the_shipped_styles(dag):
     (["a,b"], False), (["../x"], False), ([""], False),  # would split or leave the folder
 ])
 def test_the_form_takes_any_template_id_that_is_a_file_name(dag, value, ok):
-    import copy
-
-    params = copy.deepcopy(dag.params)
-    if ok:
-        params["templates"] = value
-        params.validate()
-    else:
-        with pytest.raises(Exception, match="templates|does not match"):
-            params["templates"] = value
-            params.validate()
+    _form_takes(dag, "templates", value, ok, "templates|does not match")
 
 
 @pytest.mark.parametrize(("value", "ok"), [
@@ -69,17 +75,8 @@ def test_the_form_takes_any_template_id_that_is_a_file_name(dag, value, ok):
     ("team/templates", False), ("gs://lab/templates", False),
 ])
 def test_templates_url_is_empty_or_a_file_or_s3_url(dag, value, ok):
-    import copy
-
-    params = copy.deepcopy(dag.params)
-    assert params["templates_url"] is None  # default: the shipped templates
-    if ok:
-        params["templates_url"] = value
-        params.validate()
-    else:
-        with pytest.raises(Exception, match="templates_url|does not match"):
-            params["templates_url"] = value
-            params.validate()
+    assert dag.params["templates_url"] is None  # default: the shipped templates
+    _form_takes(dag, "templates_url", value, ok, "templates_url|does not match")
 
 
 def _template_folder(tmp_path, *ids: str) -> str:
@@ -135,16 +132,7 @@ def test_a_templates_url_on_s3_is_listed_through_the_s3_hook(dag, monkeypatch):
     ("var/corpus", False), ("/abs/path", False), ("gs://bucket/x", False), ("file://", False),
 ])
 def test_locations_must_be_file_or_s3_urls(dag, name, value, ok):
-    from airflow.sdk import ParamsDict
-
-    params = ParamsDict(dag.params)
-    if ok:
-        params[name] = value
-        params.validate()
-    else:
-        with pytest.raises(Exception, match=name):
-            params[name] = value
-            params.validate()
+    _form_takes(dag, name, value, ok)
 
 
 def test_check_params_runs_first_and_is_never_retried(dag):
@@ -198,16 +186,8 @@ def test_an_unknown_conf_key_is_named_with_the_closest_param(dag):
     ("lots", False), (0, False), ("0", False), (9000, False), ("", False),
 ])
 def test_max_new_tokens_is_auto_or_a_number(dag, value, ok):
-    import copy
-
-    params = copy.deepcopy(dag.params)  # setting a value writes through to the Param
-    if ok:
-        params["max_new_tokens"] = value
-        params.validate()
-    else:
-        with pytest.raises(Exception, match="max_new_tokens|does not match|minimum|maximum"):
-            params["max_new_tokens"] = value
-            params.validate()
+    _form_takes(dag, "max_new_tokens", value, ok,
+                "max_new_tokens|does not match|minimum|maximum")
 
 
 def test_max_new_tokens_defaults_to_auto():
@@ -247,14 +227,5 @@ def test_max_attempts_and_repair_are_refused_by_the_form(dag, name, value, ok):
     """max_attempts a whole number from 1 (1: one attempt a row, the behaviour before
     docs/adr/0141), repair trim or none: refused by the form (and by a trigger's conf)
     before any task runs."""
-    import copy
-
-    params = copy.deepcopy(dag.params)
     assert (dag.params["max_attempts"], dag.params["repair"]) == (3, "trim")
-    if ok:
-        params[name] = value
-        params.validate()
-    else:
-        with pytest.raises(Exception, match=name):
-            params[name] = value
-            params.validate()
+    _form_takes(dag, name, value, ok)
