@@ -77,8 +77,8 @@ def one_line(exc: BaseException) -> str:
 
 def _step_metrics(name: str):
     """stitch, validate, join and register push their rows and seconds when a Pushgateway
-    is configured, and serve them when a metrics port is (a pod's) (synthfactory/metrics.py,
-    STEP_ROWS; rephrase pushes and serves its own)."""
+    is configured, and serve them when a metrics port is (a pod's)
+    (synthfactory/metrics/step_rows.py, STEP_ROWS; rephrase pushes and serves its own)."""
     if not (os.environ.get(PUSHGATEWAY_ENV) or os.environ.get(METRICS_PORT_ENV)):
         return None  # nobody to push to: prometheus_client is not even imported
     from synthfactory.metrics import step_metrics

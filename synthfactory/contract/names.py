@@ -22,7 +22,7 @@ DEBUG_ENV = "SYNTHFACTORY_DEBUG"  # 1: tracebacks instead of one-line errors
 HOME_ENV = "SYNTHFACTORY_HOME"  # the embedded catalog, models and data live under it
 GPU_HOUR_USD_ENV = "SYNTHFACTORY_GPU_HOUR_USD"  # the report's device-hour price
 PROGRESS_SECONDS_ENV = "SYNTHFACTORY_PROGRESS_SECONDS"  # rephrase's progress log period
-# A step's Prometheus labels, set by its runner from the task instance (synthfactory/metrics.py)
+# A step's Prometheus labels, set by its runner from the task instance (synthfactory/metrics/)
 METRIC_LABEL_ENV = {"dag_id": "SYNTHFACTORY_DAG_ID", "run_id": "SYNTHFACTORY_RUN_ID",
                     "task": "SYNTHFACTORY_TASK_ID", "map_index": "SYNTHFACTORY_MAP_INDEX"}
 PUSHGATEWAY_ENV = "SYNTHFACTORY_PUSHGATEWAY"  # host:port or URL: where steps push metrics

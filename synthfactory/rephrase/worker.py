@@ -65,7 +65,7 @@ class WorkerOptions:
     max_attempts: int = 1
     repairs: bool = False
     max_repetition: float | None = None  # the gate's; None: its default (validate's)
-    # the task's Prometheus metrics (synthfactory/metrics.py); in-process runs only: a
+    # the task's Prometheus metrics (synthfactory/metrics/rephrase_task.py); in-process runs only: a
     # registry does not travel to Ray actors
     metrics: RephraseMetrics | None = field(default=None, compare=False, repr=False)
 
