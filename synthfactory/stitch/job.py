@@ -1,4 +1,7 @@
-"""The stitch Spark job: documents x templates -> right-sized prompt shards + quarantine."""
+"""The stitch Spark job: documents x templates -> right-sized prompt shards + quarantine.
+
+The plan is here, whole; what runs on the executors for it is beside it: the chunk pass
+(chunk_pass.py) and the shard and quarantine files (shard_files.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +13,12 @@ from functools import partial
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.contract import ShardsJson, paths
+from synthfactory.contract import ShardsJson
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
-from synthfactory.stitch import budget, chunks, reader, sharding, tokens
+from synthfactory.stitch import budget, chunk_pass, chunks, reader, shard_files, sharding, tokens
 from synthfactory.stitch.routing import RoutingTable
 from synthfactory.stitch.templates import PLACEHOLDER, PromptTemplate, write_copies
 
@@ -23,20 +26,6 @@ log = logging.getLogger(__name__)
 
 READER_DDL = ("id string, text string, quality double, source string, source_row long, "
               "reason string, domain string")
-SHARD_COLUMNS = ["id", "template_id", "template_version", "template_hash", "style", "system",
-                 "user", "prompt_tokens", "max_new_tokens", "doc_id", "chunk_index",
-                 "chunk_count", "title", "heading_path", "source_tokens", "domain"]
-ORDER = ["source", "source_row", "template_id", "chunk_index"]
-CHUNK_ID_SEPARATOR = "#"  # a chunk row's id: {document id}#{chunk index}
-CHUNK_SCHEMA = pa.schema([
-    ("id", pa.string()), ("chunk_index", pa.int32()), ("chunk_count", pa.int32()),
-    ("text", pa.string()), ("chunk_tokens", pa.int64()), ("title", pa.string()),
-    ("heading_path", pa.list_(pa.string())), ("context", pa.string()),
-    ("context_tokens", pa.int64()), ("source", pa.string()), ("source_row", pa.int64()),
-    ("reason", pa.string())])
-CHUNK_DDL = ("id string, chunk_index int, chunk_count int, text string, chunk_tokens long, "
-             "title string, heading_path array<string>, context string, context_tokens long, "
-             "source string, source_row long, reason string")
 
 
 @dataclass(frozen=True)
@@ -66,40 +55,6 @@ class StitchConfig:
     # benchmarks/stitch_chunks.py (what chunking costs a corpus that needs none); not a CLI
     # option.
     chunking: bool = True
-
-
-def _chunk_limit(cfg: StitchConfig, overhead: int, ratio: float) -> int:
-    """The largest chunk a template takes: its prompt (``overhead``, the chunk's context
-    included) and its full budget fit the window (stitch/chunks.py)."""
-    if cfg.max_new_tokens == AUTO:
-        return chunks.max_chunk_tokens(cfg.max_model_len, overhead, ratio=ratio,
-                                       margin=budget.MARGIN)
-    return chunks.max_chunk_tokens(cfg.max_model_len, overhead,
-                                   new_tokens=int(cfg.max_new_tokens))
-
-
-def _check_chunk_ids(parts, rows) -> None:
-    """A chunk's id, ``{document id}#{index}``, must not be another document's id."""
-    from pyspark.sql import functions as F
-
-    clash = (parts.select("id", "doc_id").join(
-        rows.filter(F.col("reason").isNull()).select("id"), "id", "left_semi")
-        .orderBy("id").limit(1).collect())
-    if clash:
-        raise SynthfactoryError(
-            f"document id {clash[0]['id']!r} is also the id of a chunk of the long document "
-            f"{clash[0]['doc_id']!r} ({{document id}}{CHUNK_ID_SEPARATOR}{{index}}): "
-            "rename one of them in the seeds")
-
-
-def _too_long_reason(worst, window: int):
-    """The reason stitch gave a document that did not fit before chunks (ADR 0134), as a
-    Spark column: ``worst`` is the struct (prompt_tokens, max_new_tokens) of its longest row."""
-    from pyspark.sql import functions as F
-
-    return F.format_string(
-        f"too long for the context window (%d prompt + %d new tokens > {window})",
-        worst["prompt_tokens"], worst["max_new_tokens"])
 
 
 def stitch(cfg: StitchConfig, spark) -> ShardsJson:
@@ -157,7 +112,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         overhead = tokens.template_overhead(tok_json, t.system, t.render_user(""))
         ratio = budget.budget_ratio(t)
         template_rows.append((t.id, t.version, t.hash, t.style, t.system, t.user, overhead,
-                              ratio, _chunk_limit(cfg, overhead + reserve, ratio)))
+                              ratio, chunk_pass.chunk_limit(cfg, overhead + reserve, ratio)))
     templates = spark.createDataFrame(
         template_rows,
         "template_id string, template_version int, template_hash string, style string, "
@@ -216,8 +171,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         chunked = (
             selected.filter(F.col("pick") == 1).select("id", "text", "source", "source_row")
             .join(too_long, "id")
-            .mapInArrow(partial(_chunk_documents, tok=bc_tok, window=cfg.max_model_len),
-                        CHUNK_DDL)
+            .mapInArrow(partial(chunk_pass.chunk_documents, tok=bc_tok, window=cfg.max_model_len),
+                        chunk_pass.CHUNK_DDL)
             .persist()
         )
         made = chunked.agg(
@@ -240,7 +195,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
             selected.filter(F.col("pick") == 1).select("id", "source", "source_row")
             .join(per_doc.filter(~fits), "id")
             .select("id", "source", "source_row",
-                    _too_long_reason(F.col("worst"), cfg.max_model_len).alias("reason")))
+                    chunk_pass.too_long_reason(F.col("worst"), cfg.max_model_len).alias("reason")))
     # The seed tokens the prompt rows rephrase, each document once: its own count when
     # whole, the sum of its chunks' counts when cut (each chunk is counted alone, so a cut
     # can shift the sum from the document's count by a token or two). Exactly the sum of
@@ -263,7 +218,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
                     "heading_path", "context", "context_tokens")
             .join(selected.drop("text", "prompt_tokens", "max_new_tokens"), "id")
             .withColumn("doc_id", F.col("id"))
-            .withColumn("id", F.concat_ws(CHUNK_ID_SEPARATOR, "id",
+            .withColumn("id", F.concat_ws(chunk_pass.CHUNK_ID_SEPARATOR, "id",
                                           F.col("chunk_index").cast("string")))
             .withColumn("system", F.concat("system", "context"))  # which part, of what
             .withColumn("prompt_tokens",
@@ -271,8 +226,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
             .withColumn("max_new_tokens", new_tokens(F.col("chunk_tokens")))
             .withColumn("source_tokens", F.col("chunk_tokens"))
         )
-        _check_chunk_ids(parts, rows)
-    row_columns = [c for c in SHARD_COLUMNS if c != "user"] + [
+        chunk_pass.check_chunk_ids(parts, rows)
+    row_columns = [c for c in shard_files.SHARD_COLUMNS if c != "user"] + [
         "user_template", "text", "source", "source_row"]
     prompt_rows_frame = whole.select(*row_columns)
     if parts is not None:
@@ -282,10 +237,10 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         .withColumn("user", F.expr(f"replace(user_template, '{{{PLACEHOLDER}}}', text)"))
         .withColumn("max_new_tokens", F.col("max_new_tokens").cast("int"))
         .withColumn("cost_tokens", F.col("prompt_tokens") + F.col("max_new_tokens"))
-        .select(*SHARD_COLUMNS, "source", "source_row", "cost_tokens")
+        .select(*shard_files.SHARD_COLUMNS, "source", "source_row", "cost_tokens")
     )
-    ordered = (prompts.repartitionByRange(cfg.partitions, *ORDER)
-               .sortWithinPartitions(*ORDER).persist())
+    ordered = (prompts.repartitionByRange(cfg.partitions, *shard_files.ORDER)
+               .sortWithinPartitions(*shard_files.ORDER).persist())
     totals = {r["partition"]: r["tokens"] for r in ordered.mapInArrow(
         sharding.partition_totals, "partition int, tokens long").collect()}
     offsets = sharding.prefix_offsets(totals, ordered.rdd.getNumPartitions())
@@ -299,7 +254,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     storage.delete(cfg.run.prompts)  # a rerun rewrites the same names with the same rows
     write_copies(cfg.templates, cfg.run.prompt_templates)  # validate's gate reads them
     def write_shard(table: pa.Table) -> pa.Table:  # PySpark 4.3 needs hints, not a partial
-        return _write_shard(table, cfg.run, dense)
+        return shard_files.write_shard(table, cfg.run, dense)
 
     written = with_shard.groupBy("shard").applyInArrow(
         write_shard,
@@ -320,7 +275,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     storage.delete(quarantine_dir)
     # written per partition by the executors: the driver only sees counts per reason
     reasons = Counter({r["reason"]: r["rows"] for r in quarantine.mapInArrow(
-        partial(_write_quarantine, folder=quarantine_dir), "reason string, rows long",
+        partial(shard_files.write_quarantine, folder=quarantine_dir), "reason string, rows long",
     ).groupBy("reason").agg(F.sum("rows").alias("rows")).collect()})
     quarantined = sum(reasons.values())
 
@@ -379,63 +334,3 @@ def _bucket(table: RoutingTable, scored: bool):
         column = F.when(F.col("quality") < edge, F.lit(name)).otherwise(column)
     return column
 
-
-def _chunk_documents(batches, tok, window: int):
-    """``mapInArrow`` body: each document that does not fit, as its chunks (one row each),
-    or as one row with the reason no split can fit it."""
-    count = partial(tokens.count_tokens, tok.value)
-    for batch in batches:
-        out: list[dict] = []
-        for row in batch.to_pylist():
-            doc = {k: row[k] for k in ("id", "source", "source_row")}
-            limit = int(row["chunk_limit"])
-            if limit < chunks.MIN_CHUNK_TOKENS:
-                raise SynthfactoryError(
-                    f"document {row['id']!r} does not fit --max-model-len {window} and no "
-                    f"chunk of it can: after the template, the chunk's context and its budget "
-                    f"the window leaves {max(limit, 0)} tokens for a chunk (at least "
-                    f"{chunks.MIN_CHUNK_TOKENS} are needed); raise --max-model-len or lower "
-                    "--max-new-tokens")
-            result = chunks.split_document(row["text"], count, limit)
-            if result.unsplittable is not None:
-                out.append({**doc, "reason": chunks.unsplittable_reason(
-                    result.unsplittable, limit, window)})
-                continue
-            n = len(result.chunks)
-            contexts = [chunks.context(i, n, result.title, c.heading_path)
-                        for i, c in enumerate(result.chunks)]
-            for i, (chunk, text, context_tokens) in enumerate(zip(
-                    result.chunks, contexts, count(contexts), strict=True)):
-                out.append({**doc, "chunk_index": i, "chunk_count": n, "text": chunk.text,
-                            "chunk_tokens": chunk.tokens, "title": result.title,
-                            "heading_path": list(chunk.heading_path), "context": text,
-                            "context_tokens": context_tokens})
-        yield pa.RecordBatch.from_pylist(out, schema=CHUNK_SCHEMA)
-
-
-def _write_quarantine(batches, folder: str):
-    """``mapInArrow`` body: this partition's quarantine rows -> ``part-{partition}``."""
-    from pyspark import TaskContext
-
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
-        return
-    table = pa.Table.from_batches(batches)
-    name = f"part-{TaskContext.get().partitionId():05d}.parquet"
-    storage.write_table(table, storage.join(folder, name))
-    counts = Counter(table.column("reason").to_pylist())
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(list(counts), pa.string()), pa.array(list(counts.values()), pa.int64())],
-        names=["reason", "rows"],
-    )
-
-
-def _write_shard(table: pa.Table, run: RunLayout, dense: dict[int, int]) -> pa.Table:
-    """``applyInArrow`` body: one shard's rows -> one deterministically named file."""
-    index = dense[table.column("shard")[0].as_py()]
-    table = table.sort_by([(c, "ascending") for c in ORDER])
-    url = run.prompt_shard(index)
-    storage.write_table(table.select(SHARD_COLUMNS), url)
-    tokens_sum = int(pa.compute.sum(table.column("cost_tokens")).as_py())
-    return pa.table({"name": [paths.shard_name(index)], "url": [url], "rows": [table.num_rows],
-                     "tokens": [tokens_sum]})
