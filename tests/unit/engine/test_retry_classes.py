@@ -5,6 +5,8 @@ wrapped by Spark and by Ray, and a wrapper that adds context."""
 
 from __future__ import annotations
 
+import traceback
+
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
@@ -78,18 +80,31 @@ def test_an_unreadable_parquet_is_retried_only_from_s3_and_for_io(monkeypatch, l
     assert type(raised.value) is kind
 
 
-@pytest.mark.parametrize(("text", "kind"), [
-    ("synthfactory.errors.SynthfactoryError: seeds.parquet: column 'q' is not numeric",
-     SynthfactoryError),
-    ("synthfactory.errors.PermanentError: seeds.parquet: missing column 'id'", SynthfactoryError),
-    ("synthfactory.errors.RetryableError: s3://b/x.parquet: unreadable parquet (AWS Error)",
-     RetryableError),
-])
-def test_our_error_from_a_spark_worker_keeps_its_retry_class(text, kind):
-    from synthfactory.stitch.spark_errors import our_error
+def _traceback(error: BaseException) -> str:
+    """The text another process sends of ``error``: its formatted traceback."""
+    try:
+        raise error
+    except BaseException as raised:
+        return "".join(traceback.format_exception(raised))
 
-    ours = our_error(Exception(PYTHON_WORKER.format(line=text)))
-    assert type(ours) is kind and str(ours) == text.split(": ", 1)[1]
+
+class _NamedLikeNothingWeKnow(RetryableError):
+    """A subclass no name search would recognise: its parent's decision still holds."""
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    (SynthfactoryError("seeds.parquet: column 'q' is not numeric"), SynthfactoryError),
+    (PermanentError("seeds.parquet: missing column 'id'"), SynthfactoryError),
+    (RetryableError("s3://b/x.parquet: unreadable parquet (AWS Error)"), RetryableError),
+    (storage.AlreadyExists("s3://b/x/part-00000.parquet: exists"), SynthfactoryError),
+    (_NamedLikeNothingWeKnow("timed out"), RetryableError),
+])
+def test_our_error_from_a_spark_worker_keeps_its_retry_class(error, kind):
+    from synthfactory.stitch.spark_errors import spark_failure
+
+    ours = spark_failure(Exception(PYTHON_WORKER.format(line=_traceback(error))), "m")
+    assert type(ours) is kind and str(ours) == str(error)
+    assert ours.exit_code == error.exit_code
 
 
 @pytest.mark.parametrize(("text", "retried"), [
@@ -111,17 +126,20 @@ def test_a_spark_failure_not_ours_is_retried_unless_it_comes_from_the_data(text,
 
 
 @pytest.mark.parametrize(("text", "kind"), [
-    ("ray.exceptions.ActorDiedError: ... synthfactory.errors.SynthfactoryError: replica 0: "
-     "Ray assigned GPU(s) [0] but CUDA is not visible", SynthfactoryError),
-    ("ray.exceptions.ActorDiedError: ... synthfactory.errors.RetryableError: timed out",
+    ("ray.exceptions.ActorDiedError: ... " + _traceback(SynthfactoryError(
+        "replica 0: Ray assigned GPU(s) [0] but CUDA is not visible")), SynthfactoryError),
+    ("ray.exceptions.ActorDiedError: ... " + _traceback(RetryableError("timed out")),
+     RetryableError),
+    ("ray.exceptions.ActorDiedError: ... " + _traceback(_NamedLikeNothingWeKnow("timed out")),
      RetryableError),
     ("The actor died unexpectedly before finishing this task (the worker process was killed "
      "by the kernel: out of memory)", RetryableError),
 ])
 def test_a_replica_that_failed_to_start_is_retried_unless_our_own_error_says_no(text, kind):
-    from synthfactory.rephrase.ray_pool import _kind
+    from synthfactory.rephrase.ray_errors import start_error
 
-    assert _kind(Exception(text)) is kind
+    error = start_error(Exception(text))
+    assert type(error) is kind and str(error).startswith("a replica failed to start: ")
 
 
 def test_a_wrapper_that_adds_context_keeps_the_retry_class(monkeypatch):
