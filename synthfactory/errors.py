@@ -9,20 +9,26 @@ an engine that died or ran out of memory, a store or cluster out of reach) raise
 ``RetryableError``, which exits 1, as does an exception nobody foresaw (the CLI's
 catch-all). 2 is a bad command line (argparse).
 
-Across a process (docs/adr/0145): each of our errors carries its record (its class, its
-retry decision, its exit code, its message) as one marked JSON line, a note that every
-formatted traceback of it prints: a Spark Python worker's traceback and a Ray actor's
-failed creation reach the driver only as text, and the driver reads the decision from
-that line (``carried_record``), never from a class name.
+Across a process (docs/adr/0145): a Spark Python worker's error and a Ray replica's
+failed start reach the driver only as the text of their traceback. In such a process
+(``RECORDS_ENV`` set: the Spark session and the Ray pool set it for their workers) each
+of our errors carries its record (its class, its retry decision, its exit code, its
+message) as one marked JSON line, a note that every formatted traceback of it prints,
+and the driver reads the decision from that line (``carried_record``), never from a
+class name.
 """
 
 import json
+import os
 
 from synthfactory.contract import EXIT_PERMANENT, EXIT_RETRYABLE
 
 # Not a Python exception line ("name: message" with no space in the name), so nothing
 # that looks for the innermost exception line in a traceback mistakes it for one.
 RECORD_MARK = "synthfactory error record: "
+# "1" in a worker whose errors reach its driver as text; unset elsewhere, where the note
+# would only lengthen tracebacks and the messages that tests match
+RECORDS_ENV = "SYNTHFACTORY_ERROR_RECORDS"
 
 
 class SynthfactoryError(Exception):
@@ -33,9 +39,10 @@ class SynthfactoryError(Exception):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
-        # at birth, so a raise anywhere (a Spark worker, a Ray actor's __init__) carries it
-        # without a wrapper at each process boundary
-        self.add_note(RECORD_MARK + json.dumps(error_record(self)))
+        # at birth, so a raise anywhere in a worker carries it, without a wrapper around
+        # each function that Spark or Ray runs there
+        if os.environ.get(RECORDS_ENV) == "1":
+            self.add_note(RECORD_MARK + json.dumps(error_record(self)))
 
 
 class PermanentError(SynthfactoryError):
@@ -87,8 +94,7 @@ def carried_record(exc: BaseException) -> dict | None:
 
 def as_error(record: dict) -> SynthfactoryError:
     """The error to raise here for ``record``: retried exactly when the remote one was,
-    exiting with its code, with its message; its own record stays the remote one's."""
+    exiting with its code, with its message."""
     error = (RetryableError if record["retryable"] else SynthfactoryError)(record["message"])
     error.exit_code = record["exit_code"]
-    error.__notes__ = [RECORD_MARK + json.dumps(record)]
     return error

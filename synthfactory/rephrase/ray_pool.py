@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from synthfactory.errors import RetryableError
+from synthfactory.errors import RECORDS_ENV, RetryableError
 from synthfactory.rephrase import ray_errors
 from synthfactory.rephrase.engine_registry import engine_kind
 from synthfactory.rephrase.engine_spec import EngineSpec
@@ -130,6 +130,18 @@ def _bind(cores: list[int]) -> str:
         ",".join(map(str, cores))
 
 
+def replica_env(cores: list[int] | None) -> dict[str, str]:
+    """The environment of a replica's process (on its own ``cores``, when given)."""
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine dies with its replica
+           RECORDS_ENV: "1"}  # a failed start reaches the driver as text: ours carry a record
+    if cores:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(cores)
+        # Ray sets OMP_NUM_THREADS to the actor's num_cpus when unset; said here so the
+        # engine's threads match its cores (1 would halve a 2-core replica)
+        env["OMP_NUM_THREADS"] = str(len(cores))
+    return env
+
+
 def placement_nodes(nodes: list[dict], replicas: int, per_node: int, cpus: float,
                     gpus: float) -> list[str]:
     """The node ID each replica is pinned to: ``per_node`` replicas on each of the first
@@ -192,17 +204,11 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             # hard (soft=False): restarted on its own node or not at all, never doubled
             # up on a survivor whose cores another replica already uses
             strategy = NodeAffinitySchedulingStrategy(node, soft=False)
-        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine dies with its replica
-        if replica_cores:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(replica_cores)
-            # Ray sets OMP_NUM_THREADS to the actor's num_cpus when unset; said here so
-            # the engine's threads match its cores (1 would halve a 2-core replica)
-            env["OMP_NUM_THREADS"] = str(len(replica_cores))
         return remote.options(
             num_gpus=pool.gpus_per_replica,
             num_cpus=len(replica_cores) if replica_cores else 1,
             scheduling_strategy=strategy, max_restarts=pool.max_restarts, max_task_retries=0,
-            runtime_env={"env_vars": env}, name=None,
+            runtime_env={"env_vars": replica_env(replica_cores)}, name=None,
         ).remote(spec, index, replica_cores)
 
     actors = [start(i, nodes[i], cores[i]) for i in range(pool.replicas)]

@@ -70,7 +70,10 @@ def _failing_replica(ray, kind: type[SynthfactoryError], in_init: bool):
         def rephrase(self, shard_url, run_url, options) -> dict:
             raise kind(f"{kind.__name__} on {shard_url}")
 
-    return ray.remote(Replica).options(num_cpus=0, max_restarts=0).remote()
+    from synthfactory.rephrase.ray_pool import replica_env
+
+    return ray.remote(Replica).options(  # the replicas' environment, as the pool starts them
+        num_cpus=0, max_restarts=0, runtime_env={"env_vars": replica_env(None)}).remote()
 
 
 @pytest.mark.parametrize(("kind", "retryable", "exit_code"), CLASSES, ids=IDS)
