@@ -31,6 +31,8 @@ per replica, so the driver always knows who works on what:
   node costs").
 
 Ray is imported only here; ``rephrase --replicas 1`` without an address never loads it.
+The pool starts the replicas; its driver (``ray_driver.Driver``) hands out the shards and
+handles the events above, and ``ray_errors`` says what a replica's failure means.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from synthfactory.errors import RetryableError, SynthfactoryError
+from synthfactory.errors import RECORDS_ENV, RetryableError
+from synthfactory.rephrase import ray_errors
 from synthfactory.rephrase.engine_registry import engine_kind
 from synthfactory.rephrase.engine_spec import EngineSpec
+from synthfactory.rephrase.ray_driver import Driver, Slot
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
 log = logging.getLogger(__name__)
@@ -127,6 +130,18 @@ def _bind(cores: list[int]) -> str:
         ",".join(map(str, cores))
 
 
+def replica_env(cores: list[int] | None) -> dict[str, str]:
+    """The environment of a replica's process (on its own ``cores``, when given)."""
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine dies with its replica
+           RECORDS_ENV: "1"}  # a failed start reaches the driver as text: ours carry a record
+    if cores:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(cores)
+        # Ray sets OMP_NUM_THREADS to the actor's num_cpus when unset; said here so the
+        # engine's threads match its cores (1 would halve a 2-core replica)
+        env["OMP_NUM_THREADS"] = str(len(cores))
+    return env
+
+
 def placement_nodes(nodes: list[dict], replicas: int, per_node: int, cpus: float,
                     gpus: float) -> list[str]:
     """The node ID each replica is pinned to: ``per_node`` replicas on each of the first
@@ -189,29 +204,28 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             # hard (soft=False): restarted on its own node or not at all, never doubled
             # up on a survivor whose cores another replica already uses
             strategy = NodeAffinitySchedulingStrategy(node, soft=False)
-        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine dies with its replica
-        if replica_cores:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = _bind(replica_cores)
-            # Ray sets OMP_NUM_THREADS to the actor's num_cpus when unset; said here so
-            # the engine's threads match its cores (1 would halve a 2-core replica)
-            env["OMP_NUM_THREADS"] = str(len(replica_cores))
         return remote.options(
             num_gpus=pool.gpus_per_replica,
             num_cpus=len(replica_cores) if replica_cores else 1,
             scheduling_strategy=strategy, max_restarts=pool.max_restarts, max_task_retries=0,
-            runtime_env={"env_vars": env}, name=None,
+            runtime_env={"env_vars": replica_env(replica_cores)}, name=None,
         ).remote(spec, index, replica_cores)
 
     actors = [start(i, nodes[i], cores[i]) for i in range(pool.replicas)]
-    replicas = [_Slot(actors[i], nodes[i], cores[i]) for i in range(pool.replicas)]
+    replicas = [Slot(actors[i], nodes[i], cores[i]) for i in range(pool.replicas)]
+
+    def room(ray_nodes: list[dict], pinned: list[str], avoid: set[str]) -> str | None:
+        return _room(ray_nodes, pinned, avoid, pool.replicas_per_node, max(cpus),
+                     pool.gpus_per_replica)
+
     try:
         try:  # a replica that cannot start (no CUDA, no model) fails the command at once
             started = ray.get([a.ready.remote() for a in actors])
         except RayActorError as exc:
-            raise _kind(exc)(f"a replica failed to start: {_cause(exc)}") from exc
+            raise ray_errors.start_error(exc) from exc
         log.info("%d replica(s) ready: %s", len(actors), started)
-        results, figures = _drive(ray, replicas, start, shard_urls, run_url, options, pool,
-                                  max(cpus), on_result)
+        results, figures = Driver(ray, replicas, start, room, pool, shard_urls, run_url,
+                                  options, on_result).run()
         return results, {**figures, "replicas_per_node": pool.replicas_per_node,
                          "replica_processes": started + figures.pop("replacement_processes")}
     finally:
@@ -219,16 +233,6 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
             ray.kill(replica.actor, no_restart=True)
         if started_here:
             ray.shutdown()
-
-
-@dataclass
-class _Slot:
-    """A replica the driver started: its actor, the node it is pinned to (None: Ray
-    places it) and its cores (a local Ray's share of this machine, else None)."""
-
-    actor: object
-    node: str | None
-    cores: list[int] | None
 
 
 def _room(ray_nodes: list[dict], pinned: list[str], avoid: set[str], per_node: int,
@@ -245,183 +249,3 @@ def _room(ray_nodes: list[dict], pinned: list[str], avoid: set[str], per_node: i
         if count.get(node["NodeID"], 0) < per_node:
             return node["NodeID"]
     return None
-
-
-def _drive(ray, replicas: list[_Slot], start, shard_urls, run_url, options, pool, cpus,
-           on_result: Callable[[dict], None] | None = None):
-    from ray.exceptions import ActorUnavailableError as unavailable
-    from ray.exceptions import ActorUnschedulableError as unschedulable
-    from ray.exceptions import RayActorError as actor_error
-    from ray.exceptions import RayTaskError as task_error
-
-    queue = deque((url, 1) for url in shard_urls)
-    idle = deque(range(len(replicas)))
-    alive = set(range(len(replicas)))
-    deaths = [0] * len(replicas)
-    in_flight: dict = {}  # ref -> (replica, shard URL or None for a revival probe, attempt)
-    results: dict[str, dict] = {}
-    requeued = 0
-    gone: list[int] = []  # replicas given up: restarts exhausted, or their node is gone
-    events: list[dict] = []  # what happened when (wall clock): where a lost node's time goes
-    # Replacing a lost replica (pinned pools only: an unpinned one is restarted by Ray
-    # wherever there is room). `suspects`: replicas whose process stopped answering while
-    # Ray still calls their node alive (it says so only after its health checks, ~15 s
-    # and more); `wanted`: replicas given up whose place is still empty.
-    replacing = bool(pool.replicas_per_node) and pool.replace_lost
-    suspects: dict[int, object] = {}  # replica -> its revival probe's ref
-    wanted: list[int] = []
-    replaced: list[int] = []
-    replacement_processes: list[dict] = []
-    dead_nodes: set[str] = set()
-
-    def event(name, index, url=None, **extra):
-        events.append({"t": round(time.time(), 3), "event": name, "replica": index,
-                       "shard": url, **extra})
-
-    def give_up(index, exc):
-        alive.discard(index)
-        suspects.pop(index, None)
-        gone.append(index)
-        event("gone", index, error=type(exc).__name__)
-        log.warning("replica %d is gone for good: %s", index, _cause(exc))
-        if isinstance(exc, unschedulable) and replicas[index].node:
-            dead_nodes.add(replicas[index].node)
-        if replacing and len(replaced) + len(wanted) < pool.replicas * max(1, pool.max_restarts):
-            wanted.append(index)
-
-    def replace_where_room():
-        """Start a replica on a node with room for each one given up, and in place of
-        each suspect as soon as another node has room (the suspect is killed first: one
-        replica per place, and its shard is already back in the queue)."""
-        ray_nodes = ray.nodes()
-        dead_nodes.update(n["NodeID"] for n in ray_nodes if not n.get("Alive"))
-        for index in list(suspects):
-            if replicas[index].node in dead_nodes:
-                ray.kill(replicas[index].actor, no_restart=True)
-                in_flight.pop(suspects[index], None)
-                give_up(index, unschedulable(f"replica {index}: its node is dead"))
-        for index in list(wanted) + list(suspects):
-            pinned = [replicas[i].node for i in alive if i not in suspects]
-            node = _room(ray_nodes, pinned, dead_nodes | {replicas[index].node},
-                         pool.replicas_per_node, cpus, pool.gpus_per_replica)
-            if node is None:
-                continue
-            if index in suspects:  # fenced: never two replicas of one place at work
-                ray.kill(replicas[index].actor, no_restart=True)
-                in_flight.pop(suspects.pop(index), None)
-                alive.discard(index)
-                gone.append(index)
-                event("gone", index, error="replaced while unreachable")
-            else:
-                wanted.remove(index)
-            new = len(replicas)
-            replicas.append(_Slot(start(new, node, replicas[index].cores), node,
-                                  replicas[index].cores))
-            alive.add(new)
-            deaths.append(0)
-            replaced.append(index)
-            event("replacing", new, node=node, instead_of=index)
-            log.warning("replica %d starts on node %s in place of replica %d", new, node,
-                        index)
-            in_flight[replicas[new].actor.warm.remote()] = (new, None, 0)
-
-    while queue or any(url for _, url, _ in in_flight.values()):
-        if replacing and (wanted or suspects):
-            replace_where_room()
-        if not alive:
-            raise RetryableError("every replica is gone (died more often than "
-                                f"max_restarts {pool.max_restarts}, or its node did); "
-                                f"giving up with {len(queue)} shard(s) left")
-        while queue and idle:
-            index = idle.popleft()
-            url, attempt = queue.popleft()
-            ref = replicas[index].actor.rephrase.remote(url, run_url, options)
-            in_flight[ref] = (index, url, attempt)
-            event("handed", index, url, attempt=attempt)
-        waiting = replacing and (wanted or suspects)  # look for room again in a second
-        ready, _ = ray.wait(list(in_flight), num_returns=1,
-                            timeout=pool.node_poll_s if waiting else None)
-        if not ready:
-            continue
-        ref = ready[0]
-        index, url, attempt = in_flight.pop(ref)
-        if url is None:  # a revival probe: the (re)started replica's engine is up, or it is
-            try:         # gone for good
-                info = ray.get(ref)
-                suspects.pop(index, None)
-                if index >= pool.replicas and index not in {p["replica"] for p in
-                                                            replacement_processes}:
-                    replacement_processes.append(
-                        {k: v for k, v in info.items() if k != "engine_start_s"})
-                event("ready", index, engine_start_s=info["engine_start_s"])
-                idle.append(index)
-            except unavailable:  # still restarting: ask again
-                time.sleep(0.5)
-                probe = replicas[index].actor.warm.remote()
-                in_flight[probe] = (index, None, 0)
-                if index in suspects:
-                    suspects[index] = probe
-            except (actor_error, unschedulable) as exc:  # restarts exhausted, or no node
-                give_up(index, exc)
-            except task_error as exc:  # its engine cannot start: no cure elsewhere either
-                if isinstance(exc.cause, SynthfactoryError):
-                    raise exc.cause from None
-                raise
-            continue
-        try:
-            results[url] = ray.get(ref)
-            if on_result is not None:
-                try:
-                    on_result(results[url])
-                except Exception as exc:  # metrics must never fail the wave
-                    log.warning("metrics: %s", exc)
-        except (actor_error, unschedulable) as exc:  # its process or its node died
-            deaths[index] += 1
-            event("lost", index, url, error=type(exc).__name__)
-            if attempt >= pool.max_attempts:
-                raise RetryableError(
-                    f"{url}: its replica died {attempt} time(s) (max attempts "
-                    f"{pool.max_attempts}); last: {_cause(exc)}") from exc
-            log.warning("replica %d died on %s (attempt %d): %s; the shard goes back to the "
-                        "queue", index, url, attempt, _cause(exc))
-            queue.appendleft((url, attempt + 1))  # first in line: it has parts to resume
-            requeued += 1
-            if isinstance(exc, unschedulable):  # pinned to a node that is gone
-                give_up(index, exc)
-            else:  # no work for it until Ray has restarted it: the probe resolves then
-                probe = replicas[index].actor.warm.remote()
-                in_flight[probe] = (index, None, 0)
-                if replacing:
-                    suspects[index] = probe
-            continue
-        except task_error as exc:  # the shard's own error: a retry on another replica is
-            cause = exc.cause  # no cure (bad input, a rival writer), so it stops the task
-            if isinstance(cause, SynthfactoryError):
-                raise cause from None
-            raise
-        event("done", index, url)
-        idle.append(index)
-    figures = {"replicas": pool.replicas, "actor_deaths": sum(deaths), "requeued": requeued,
-               "replicas_gone": sorted(gone), "replaced": replaced, "events": events,
-               "replacement_processes": replacement_processes}
-    return [results[url] for url in shard_urls], figures
-
-
-_MARKERS = ("PermanentError: ", "SynthfactoryError: ", "RetryableError: ")
-
-
-def _cause(exc: BaseException) -> str:
-    """Our own error's line when the replica raised one; else Ray's message, shortened."""
-    text = str(exc)
-    for marker in _MARKERS:
-        if marker in text:
-            return text.rsplit(marker, 1)[1].splitlines()[0].strip()
-    return " ".join(text.split())[:400]
-
-
-def _kind(exc: BaseException) -> type[SynthfactoryError]:
-    """Our own error that the replica raised fails the same way again, unless it was a
-    RetryableError; Ray's (the process died, ran out of memory, lost its node) may pass."""
-    text = str(exc)
-    ours = any(marker in text for marker in _MARKERS)
-    return SynthfactoryError if ours and "RetryableError: " not in text else RetryableError

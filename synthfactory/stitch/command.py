@@ -17,9 +17,8 @@ from synthfactory.stitch.routing import load_routing
 from synthfactory.stitch.spark_conf import session_conf
 from synthfactory.stitch.spark_errors import (
     check_master,
-    may_pass_on_retry,
-    our_error,
     quiet_task_logs,
+    spark_failure,
     spark_reason,
 )
 from synthfactory.stitch.spark_session import spark_session
@@ -101,14 +100,8 @@ def run(args: argparse.Namespace) -> dict:
         plan = stitch(cfg, spark)
     except SynthfactoryError:
         raise
-    except Exception as exc:  # Spark wraps worker errors: ours by its message, else the cause
-        ours = our_error(exc)
-        if ours:
-            raise ours from exc
-        kind = RetryableError if may_pass_on_retry(exc) else SynthfactoryError
-        raise kind(
-            f"--manifest {args.manifest}: the Spark job failed ({spark_reason(exc)}; "
-            "rerun with --debug for Spark's task log)") from exc
+    except Exception as exc:  # Spark wraps worker errors: ours by its record, else the cause
+        raise spark_failure(exc, args.manifest) from exc
     finally:
         spark.stop()
     log.info("stitched %d rows into %d shards (%d quarantined)",

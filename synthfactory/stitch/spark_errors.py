@@ -2,8 +2,10 @@
 
 A failing task reaches the driver wrapped several times (PythonException around the
 worker's traceback, Py4JJavaError around a Java stack) and is also logged, traceback
-and all, by Spark's task loggers. The stitch command turns it into one line: ours
-(a SynthfactoryError raised in a worker) verbatim and as retryable as it was, anything
+and all, by Spark's task loggers. The stitch command turns it into one line
+(``spark_failure``): ours (a SynthfactoryError raised in a worker, a subclass included)
+verbatim, retried and exiting as its record says (the marked JSON line each of our errors
+prints with its traceback: ``synthfactory.errors.carried_record``, docs/adr/0145), anything
 else as the innermost exception line under the input's name; the task loggers stay quiet
 unless --debug.
 """
@@ -15,12 +17,17 @@ import os
 import re
 
 from synthfactory.contract import DEBUG_ENV
-from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
+from synthfactory.errors import (
+    PermanentError,
+    RetryableError,
+    SynthfactoryError,
+    as_error,
+    carried_record,
+)
 
 # The loggers that print a failed task's whole Python traceback (driver and local executor).
 TASK_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
                 "org.apache.spark.storage.BlockManager")
-_OURS = re.compile(r"synthfactory\.errors\.(\w*Error): (.*)")
 _PYTHON_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: \S")
 # A worker's exception that a later attempt may not meet: I/O (pyarrow's S3 errors are a
 # plain OSError), a lost connection, a timeout, memory. FileNotFoundError and the data's
@@ -39,14 +46,23 @@ def check_master(master: str) -> None:
                          "spark://HOST:PORT, k8s://https://HOST or yarn)")
 
 
+def spark_failure(exc: BaseException, manifest: str) -> SynthfactoryError:
+    """The error a failed Spark job ends the command with: ours from a Python worker as
+    its record says (message, retry decision, exit code), else the innermost cause
+    under ``--manifest``, retried when a later attempt may not meet it."""
+    ours = our_error(exc)
+    if ours is not None:
+        return ours
+    kind = RetryableError if may_pass_on_retry(exc) else SynthfactoryError
+    return kind(f"--manifest {manifest}: the Spark job failed ({spark_reason(exc)}; "
+                "rerun with --debug for Spark's task log)")
+
+
 def our_error(exc: BaseException) -> SynthfactoryError | None:
-    """The SynthfactoryError raised inside a Spark Python worker, if any: its message, and
-    retryable when the worker's was (only the message crosses the JVM)."""
-    match = _OURS.search(str(exc))
-    if not match:
-        return None
-    kind = RetryableError if match.group(1) == "RetryableError" else SynthfactoryError
-    return kind(match.group(2).strip())
+    """The SynthfactoryError raised inside a Spark Python worker, if any, rebuilt from its
+    record: only text crosses the JVM, and the record is the part of it that is data."""
+    record = carried_record(exc)
+    return None if record is None else as_error(record)
 
 
 def may_pass_on_retry(exc: BaseException) -> bool:

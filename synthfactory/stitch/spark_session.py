@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Mapping
 
+from synthfactory.errors import RECORDS_ENV
+
 
 def spark_session(master: str, app_name: str = "synthfactory-stitch", shuffle_partitions: int = 8,
                   conf: Mapping[str, str] | None = None):
@@ -27,6 +29,8 @@ def spark_session(master: str, app_name: str = "synthfactory-stitch", shuffle_pa
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", os.environ.get("SYNTHFACTORY_SPARK_DRIVER_MEMORY", "1g"))
         .config("spark.sql.session.timeZone", "UTC")
+        # a worker's error reaches the driver as text: ours carry their record in it
+        .config(f"spark.executorEnv.{RECORDS_ENV}", "1")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

@@ -5,6 +5,8 @@ wrapped by Spark and by Ray, and a wrapper that adds context."""
 
 from __future__ import annotations
 
+import traceback
+
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
@@ -78,50 +80,55 @@ def test_an_unreadable_parquet_is_retried_only_from_s3_and_for_io(monkeypatch, l
     assert type(raised.value) is kind
 
 
-@pytest.mark.parametrize(("text", "kind"), [
-    ("synthfactory.errors.SynthfactoryError: seeds.parquet: column 'q' is not numeric",
+def _traceback(kind: type[SynthfactoryError], message: str) -> str:
+    """The text a worker sends of our error (``RECORDS_ENV`` set, as in a Spark worker or
+    a Ray replica): its formatted traceback."""
+    from synthfactory.errors import RECORDS_ENV
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(RECORDS_ENV, "1")
+        try:
+            raise kind(message)
+        except SynthfactoryError as raised:
+            return "".join(traceback.format_exception(raised))
+
+
+class _NamedLikeNothingWeKnow(RetryableError):
+    """A subclass no name search would recognise: its parent's decision still holds."""
+
+
+@pytest.mark.parametrize(("error", "message", "kind"), [
+    (SynthfactoryError, "seeds.parquet: column 'q' is not numeric", SynthfactoryError),
+    (PermanentError, "seeds.parquet: missing column 'id'", SynthfactoryError),
+    (RetryableError, "s3://b/x.parquet: unreadable parquet (AWS Error)", RetryableError),
+    (storage.AlreadyExists, "s3://b/x/part-00000.parquet: exists", SynthfactoryError),
+    (_NamedLikeNothingWeKnow, "timed out", RetryableError),
+])
+def test_our_error_from_a_spark_worker_keeps_its_retry_class(error, message, kind):
+    from synthfactory.stitch.spark_errors import spark_failure
+
+    text = PYTHON_WORKER.format(line=_traceback(error, message))
+    ours = spark_failure(Exception(text), "m")
+    assert type(ours) is kind and str(ours) == message
+    assert ours.exit_code == error.exit_code
+
+
+@pytest.mark.parametrize(("error", "message", "kind"), [
+    (SynthfactoryError, "replica 0: Ray assigned GPU(s) [0] but CUDA is not visible",
      SynthfactoryError),
-    ("synthfactory.errors.PermanentError: seeds.parquet: missing column 'id'", SynthfactoryError),
-    ("synthfactory.errors.RetryableError: s3://b/x.parquet: unreadable parquet (AWS Error)",
-     RetryableError),
+    (RetryableError, "timed out", RetryableError),
+    (_NamedLikeNothingWeKnow, "timed out", RetryableError),
+    (None, "The actor died unexpectedly before finishing this task (the worker process was "
+           "killed by the kernel: out of memory)", RetryableError),
 ])
-def test_our_error_from_a_spark_worker_keeps_its_retry_class(text, kind):
-    from synthfactory.stitch.spark_errors import our_error
+def test_a_replica_that_failed_to_start_is_retried_unless_our_own_error_says_no(error, message,
+                                                                                kind):
+    from synthfactory.rephrase.ray_errors import start_error
 
-    ours = our_error(Exception(PYTHON_WORKER.format(line=text)))
-    assert type(ours) is kind and str(ours) == text.split(": ", 1)[1]
-
-
-@pytest.mark.parametrize(("text", "retried"), [
-    (PYTHON_WORKER.format(line="pyarrow.lib.ArrowNotImplementedError: Unsupported cast from "
-                               "list<element: int64> to utf8"), False),  # the data's own
-    (PYTHON_WORKER.format(line="KeyError: 'text'"), False),
-    (PYTHON_WORKER.format(line="FileNotFoundError: [Errno 2] No such file"), False),
-    (PYTHON_WORKER.format(line="OSError: When reading s3://b/x: AWS Error NETWORK_CONNECTION"),
-     True),
-    (PYTHON_WORKER.format(line="ConnectionResetError: [Errno 104] Connection reset"), True),
-    (PYTHON_WORKER.format(line="MemoryError: cannot allocate"), True),
-    ("org.apache.spark.SparkException: Job aborted due to stage failure: ExecutorLostFailure "
-     "(executor 1 exited caused by one of the running tasks)", True),  # the JVM side
-])
-def test_a_spark_failure_not_ours_is_retried_unless_it_comes_from_the_data(text, retried):
-    from synthfactory.stitch.spark_errors import may_pass_on_retry
-
-    assert may_pass_on_retry(Exception(text)) is retried
-
-
-@pytest.mark.parametrize(("text", "kind"), [
-    ("ray.exceptions.ActorDiedError: ... synthfactory.errors.SynthfactoryError: replica 0: "
-     "Ray assigned GPU(s) [0] but CUDA is not visible", SynthfactoryError),
-    ("ray.exceptions.ActorDiedError: ... synthfactory.errors.RetryableError: timed out",
-     RetryableError),
-    ("The actor died unexpectedly before finishing this task (the worker process was killed "
-     "by the kernel: out of memory)", RetryableError),
-])
-def test_a_replica_that_failed_to_start_is_retried_unless_our_own_error_says_no(text, kind):
-    from synthfactory.rephrase.ray_pool import _kind
-
-    assert _kind(Exception(text)) is kind
+    text = message if error is None else "ActorDiedError: ... " + _traceback(error, message)
+    started = start_error(Exception(text))
+    assert type(started) is kind
+    assert " ".join(str(started).split()).startswith(f"a replica failed to start: {message}")
 
 
 def test_a_wrapper_that_adds_context_keeps_the_retry_class(monkeypatch):
