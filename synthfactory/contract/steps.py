@@ -394,6 +394,9 @@ REPHRASE = Step(
         Flag("--engine", param="engine", value=ENGINE_VALUE, defined_by="engine registry",
              help="the engine (vllm, endpoint, echo) and its own flags: the engine "
                   "registry's entries (docs/adr/0135)"),
+        # named here for the orchestration dry runs' argv (operators/settings.py)
+        Flag("--echo-delay-s", defined_by="engine registry",
+             help="--engine echo: seconds each poll of the stand-in engine takes"),
     ))
 
 # validate's options that take a Param. The mapped validate task's argv is plan's XCom,
@@ -412,10 +415,11 @@ GATE_FLAGS = (
 )
 
 
-def gate_options(args: Any) -> list[str]:
-    """The GATE_FLAGS of parsed ``args`` as validate's argv items (unset ones left out)."""
-    return [f"{flag.name}={value}" for flag in GATE_FLAGS
-            if (value := getattr(args, flag.dest, None)) is not None]
+def gate_values(args: Any) -> dict[str, Any]:
+    """The GATE_FLAGS of parsed ``args`` by flag name (unset ones left out), for
+    ``command("validate", ...)``."""
+    return {flag.name: value for flag in GATE_FLAGS
+            if (value := getattr(args, flag.dest, None)) is not None}
 
 
 PLAN = Step(
@@ -657,21 +661,41 @@ def parse_argv(argv: Sequence[str]) -> tuple[Step | None, dict[str, Any]]:
     absent one the table's default, a repeated flag a list) of a rendered ``synthfactory``
     argv; (None, {}) for a command that is not in the table. Unknown flags are ignored
     (an engine's own, or one from a newer engine), as are the options after a bare ``--``
-    (plan's are the rephrase steps'), and nothing exits."""
+    (plan's are the rephrase steps'), and nothing exits. ``--flag=value`` reads as
+    ``--flag value``."""
+    step, values, _ = _read(argv, defaults=True)
+    return step, values
+
+
+def read_argv(argv: Sequence[str]) -> tuple[Step | None, dict[str, Any], list[str]]:
+    """(the step, the table's flags the argv gives, by flag name, as ``options`` takes
+    them, the items the table does not know, in their order: an engine's own flags) of a
+    ``synthfactory`` argv, read with the same parser as ``parse_argv``."""
+    step, values, rest = _read(argv, defaults=False)
+    if step is None:
+        return None, {}, []
+    names = {flag.dest: flag.name for flag in step.flags}
+    return step, {names[dest]: value for dest, value in values.items()}, rest
+
+
+def _read(argv: Sequence[str], defaults: bool) -> tuple[Step | None, dict[str, Any], list]:
     items = [str(a) for a in argv or []]
     step = STEPS.get(items[0]) if items else None
     if step is None:
-        return None, {}
+        return None, {}, []
     own = items[1:items.index("--")] if "--" in items else items[1:]
     # no abbreviations: rephrase's --engine (the registry's) must not read as --engine-args
     parser = _Lenient(prog=f"synthfactory {step.name}", add_help=False, allow_abbrev=False)
     add_arguments(parser, step, lenient=True)
+    if not defaults:  # only what the argv says: an absent flag is no attribute at all
+        for action in parser._actions:
+            action.default = argparse.SUPPRESS
     try:
-        values, _ = parser.parse_known_args(own)
+        values, rest = parser.parse_known_args(own)
     except _Refused as exc:  # lineage goes without datasets; the step itself will say why
-        logging.getLogger(__name__).debug("%s: argv not read for lineage: %s", step.name, exc)
-        return step, {}
-    return step, vars(values)
+        logging.getLogger(__name__).debug("%s: argv not read: %s", step.name, exc)
+        return step, {}, []
+    return step, vars(values), rest
 
 
 class _Refused(Exception):
@@ -721,6 +745,39 @@ def passed_on(step: Step | str) -> list[str]:
     (rephrase) that take a Param."""
     step = STEPS[step] if isinstance(step, str) else step
     return [item for flag in step.flags if flag.param for item in options_of(flag)]
+
+
+def options(step: Step | str, values: Mapping[str, Any]) -> list[str]:
+    """Finished argv items (nothing left to render) for ``values`` (flag name -> value; a
+    list repeats the flag), in the table's order: ``--flag VALUE``, one ``--flag=VALUE``
+    item for a ``one_item`` flag, ``--flag`` alone for a store_true flag set to True and
+    ``--flag``/``--no-flag`` for a boolean one."""
+    step = STEPS[step] if isinstance(step, str) else step
+    unknown = sorted(set(values) - {flag.name for flag in step.flags})
+    if unknown:
+        raise KeyError(f"{step.name}: no flag {', '.join(unknown)} in the steps table")
+    out: list[str] = []
+    for flag in step.flags:
+        if flag.name not in values:
+            continue
+        value = values[flag.name]
+        for one in value if isinstance(value, list | tuple) else [value]:
+            if flag.action == "boolean":
+                out.append(flag.name if one else "--no-" + flag.name[2:])
+            elif flag.action == "store_true":
+                out += [flag.name] if one else []
+            elif flag.one_item:
+                out.append(f"{flag.name}={one}")
+            else:
+                out += [flag.name, str(one)]
+    return out
+
+
+def command(step: Step | str, values: Mapping[str, Any], extra: Iterable[str] = ()) -> list[str]:
+    """A finished argv: the step's name, ``options(step, values)``, then ``extra`` (an
+    engine's own options, kept as they were given)."""
+    step = STEPS[step] if isinstance(step, str) else step
+    return [step.name, *options(step, values), *extra]
 
 
 # -- rules ------------------------------------------------------------------------------
