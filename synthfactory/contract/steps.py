@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from synthfactory.contract import paths
+from synthfactory.contract import engine_names, paths
 from synthfactory.contract.flag_types import (
     AUTO,
     budget,
@@ -200,16 +200,16 @@ def server_engine_takes_no_engine_args(v: Mapping[str, Any],
                                        name: Callable[..., str]) -> str | None:
     """An OpenAI-compatible server takes its engine arguments when it is started, not
     from the run (the engine registry's entry refuses --engine-args the same way)."""
-    if v.get("engine") in SERVER_ENGINES and v.get("engine_args"):
+    if engine_names.is_server(v.get("engine")) and v.get("engine_args"):
         return (f"{name('engine_args')}: engine = {v.get('engine')} takes its engine "
-                "arguments from the server; empty engine_args or use engine = offline")
+                f"arguments from the server; empty engine_args or use engine = "
+                f"{engine_names.VLLM}")
     return None
 
 
-# The trigger form's engine Param: offline (vLLM in the task) or endpoint (a server).
-# The engine's own names are the registry's (vllm, endpoint, echo).
-SERVER_ENGINES = ("endpoint",)
-ENGINE_VALUE = "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}"
+
+# The form's engine as the registry names it (a former value mapped: docs/adr/0144)
+ENGINE_VALUE = engine_names.registry_template()
 
 # -- flags shared by several steps ------------------------------------------------------
 
