@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from synthfactory.contract import steps
+from synthfactory.contract import step_table, steps
 from tests.support.paths import ROOT
 
 SCANNED = ("synthfactory", "dags", "operators", "plugins")
 # the table itself, where each flag is declared once
-TABLE = tuple(Path(m.__file__).resolve() for m in (steps,))
+TABLE = tuple(Path(m.__file__).resolve() for m in (steps, step_table))
 
 
 def _flag_steps() -> dict[str, set[str]]:
@@ -102,7 +102,8 @@ def test_a_hand_written_argv_planted_in_operators_and_synthfactory_fails(tmp_pat
     (tmp_path / "operators" / "planted.py").write_text(textwrap.dedent(PLANTED_OPERATOR))
     (tmp_path / "synthfactory" / "planted.py").write_text(textwrap.dedent(PLANTED_ENGINE))
     (tmp_path / "synthfactory" / "fine.py").write_text(textwrap.dedent(NOT_ARGV))
-    table = (tmp_path / "synthfactory" / "contract" / "steps.py").resolve(),
+    table = tuple((tmp_path / "synthfactory" / "contract" / name).resolve()
+                  for name in ("steps.py", "step_table.py"))
     found = scan(tmp_path, table)
     assert found == [
         "operators/planted.py:3: rephrase argv written by hand (--engine, --echo-delay-s=2)",
