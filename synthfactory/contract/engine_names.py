@@ -2,7 +2,7 @@
 
 The engine registry (synthfactory/rephrase/engine_registry/) names its entries with
 these; the trigger forms offer them; the steps table renders the form's value as it is.
-Former names (the forms' ``offline`` and the command line's ``openai``) are still
+Former names (the forms' ``offline``, the command line's ``openai``) are still
 accepted, mapped here to the registry's, with one deprecation line where they are read.
 This module and the registry are the only places allowed to compare an engine's name
 (tests/unit/engine/test_engine_registry.py). Standard library only.
@@ -13,8 +13,10 @@ from __future__ import annotations
 VLLM, ECHO, ENDPOINT = "vllm", "echo", "endpoint"
 # what the trigger forms offer (echo is the dry runs' stand-in: operators/settings.py)
 FORM_ENGINES = (VLLM, ENDPOINT)
-# former name -> the registry's; accepted by the forms and by --engine
-FORMER_NAMES: dict[str, str] = {"offline": VLLM, "openai": ENDPOINT}
+# former name -> the registry's: those --engine still takes (docs/adr/0137), and with
+# them the trigger forms' former values (saved confs and schedules)
+COMMAND_LINE_FORMER: dict[str, str] = {"openai": ENDPOINT}
+FORMER_NAMES: dict[str, str] = {"offline": VLLM, **COMMAND_LINE_FORMER}
 # engines that are a server someone else runs: they take an endpoint connection, not
 # engine arguments
 SERVER_ENGINES = (ENDPOINT,)
