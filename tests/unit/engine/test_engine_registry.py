@@ -24,6 +24,7 @@ import pytest
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase import engine_registry
 from synthfactory.rephrase.engine_registry import (
+    ALIASES,
     ENGINES,
     REGISTRY,
     EchoSettings,
@@ -333,3 +334,15 @@ def test_the_registry_and_the_commands_import_no_engine_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout
     assert out.strip() == "[]"
+
+
+def test_the_forms_names_are_the_registrys():
+    """One engine name (docs/adr/0144): the forms offer registry names, the command
+    line's former names are among the forms', and each maps to a registry name."""
+    from synthfactory.contract import engine_names
+
+    assert set(engine_names.FORM_ENGINES) <= set(ENGINES)
+    assert set(engine_names.SERVER_ENGINES) <= set(ENGINES)
+    assert ALIASES.items() <= engine_names.FORMER_NAMES.items()
+    assert set(engine_names.FORMER_NAMES.values()) <= set(ENGINES)
+    assert not set(engine_names.FORMER_NAMES) & set(ENGINES)
