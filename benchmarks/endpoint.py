@@ -60,15 +60,14 @@ def write_shard(run: Path, rows: int) -> str:
     return url
 
 
-def sitting(engine: str, rows: int, tmp: Path, index: int, endpoint: str) -> dict:
+def sitting(engine: str, rows: int, tmp: Path, index: int, options: list[str]) -> dict:
+    """One rephrase with ``--engine engine`` and that engine's own ``options``."""
     run = tmp / f"{engine}-{index}"
     shard = write_shard(run, rows)
     result = run / "summary.json"
     argv = [sys.executable, "-m", "synthfactory.cli", "rephrase", "--shard", shard,
             "--model", str(default_model_dir()), "--temperature", "0",
-            "--checkpoint-rows", "8", "--engine", engine]
-    if engine == "endpoint":
-        argv += ["--endpoint", endpoint]
+            "--checkpoint-rows", "8", "--engine", engine, *options]
     env = {**os.environ, "SYNTHFACTORY_RESULT_FILE": str(result)}
     proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -98,8 +97,9 @@ def main() -> None:
         try:
             runs: dict[str, list[dict]] = {"vllm": [], "endpoint": []}
             for index in range(args.sittings):
-                for engine in ("vllm", "endpoint"):
-                    runs[engine].append(sitting(engine, args.prompts, tmp, index, server.url))
+                # each engine with its own options: no branch on its name
+                for engine, options in (("vllm", []), ("endpoint", ["--endpoint", server.url])):
+                    runs[engine].append(sitting(engine, args.prompts, tmp, index, options))
         finally:
             server.stop()
         print_machine()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from synthfactory.contract import steps
+from synthfactory.contract import engine_names, steps
 from synthfactory_airflow.operators.runners import runner_for
 from synthfactory_airflow.operators.settings import Settings
 
@@ -72,8 +72,9 @@ params = {
                    description="write the winner to {model}/synthfactory-engine.json"),
     "output_root": Param(SETTINGS.url("var", "data"), type="string", minLength=1,
                          description="where sweep folders are written (file:// or s3://)"),
-    "engine": Param("offline", type="string", enum=["offline", "endpoint"],
-                    description="offline: vLLM in the task; endpoint: the OpenAI-compatible "
+    "engine": Param(engine_names.VLLM, type="string", enum=engine_names.form_choices(),
+                    values_display=engine_names.form_labels(),
+                    description="vllm: vLLM in the task; endpoint: the OpenAI-compatible "
                                 "server of endpoint_conn_id (grid: max_in_flight)"),
     "endpoint_conn_id": Param(None, type=["null", "string"],
                               description="engine = endpoint: Airflow connection of the "

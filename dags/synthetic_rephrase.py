@@ -11,7 +11,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param, chain
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, paths, steps
+from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, engine_names, paths, steps
 from synthfactory.contract.routing_form import routes_line
 from synthfactory_airflow.operators.param_rules import check_params_task
 from synthfactory_airflow.operators.param_switch import run_if_param
@@ -184,10 +184,11 @@ params = {
     "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
                    minLength=1, section=MODEL, description="model folder (or name) for vLLM"),
     "engine_args": Param({}, type="object", section=MODEL,
-                         description="vllm.LLM arguments over the tuned defaults (offline "
+                         description="vllm.LLM arguments over the tuned defaults (vllm "
                                      "engine only)"),
-    "engine": Param("offline", type="string", enum=["offline", "endpoint"], section=MODEL,
-                    description="offline: vLLM inside each rephrase task (model loaded per "
+    "engine": Param(engine_names.VLLM, type="string", enum=engine_names.form_choices(),
+                    values_display=engine_names.form_labels(), section=MODEL,
+                    description="vllm: vLLM inside each rephrase task (model loaded per "
                                 "task); endpoint: an OpenAI-compatible server you run (vllm "
                                 "serve, SGLang, a gateway), named by endpoint_conn_id"),
     # null allowed, as catalog_conn_id: the form sends an emptied field as null

@@ -10,10 +10,11 @@ import, so ``check_params`` costs a second, not a Spark or vLLM start.
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from synthfactory.contract import STYLES, steps
+from synthfactory.contract import STYLES, engine_names, steps
 from synthfactory_airflow.operators.template_folder import template_ids
 
 # every step's rules: a rule names the fields it reads, and the trigger's Params hold
@@ -74,6 +75,11 @@ def check_params_task(known: Iterable[str]):
 
     @task(task_id="check_params", retries=0)
     def check_params(params=None, dag_run=None) -> dict:
+        # a former engine name (offline, openai) still runs, mapped by the steps table;
+        # said once per run, here, rather than by every rephrase task
+        deprecated = engine_names.deprecation((params or {}).get("engine"))
+        if deprecated:
+            logging.getLogger(__name__).warning(deprecated)
         found = problems(params or {}, (dag_run.conf if dag_run else None) or {}, names)
         if found:
             raise AirflowFailException("the run's Params break a rule: " + "; ".join(found))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from synthfactory.contract import steps
 from synthfactory_airflow.operators.kube_client import to_json
 from synthfactory_airflow.operators.kubernetes import (
     CPU_POLICY,
@@ -37,25 +38,19 @@ HEAD_REQUESTS = {"cpu": "2", "memory": "8Gi"}
 
 def wave_entrypoint(groups: list[dict], replicas: int) -> list[str]:
     """One ``rephrase`` argv over every shard of every plan group: the first group's
-    options, all groups' ``--shard`` pairs, on the Ray cluster the job runs in."""
+    options, all groups' shards, on the Ray cluster the job runs in. Each argv is read
+    with the steps table's parser and the entrypoint built by it (``--flag=value`` too);
+    the engine's own options (the registry's, unknown to the table) follow as given."""
     if not groups:
         raise ValueError("the plan has no shard groups: nothing to run")
-    shards, options, argv = [], [], list(groups[0]["rephrase"])
-    for group in groups:
-        a = group["rephrase"]
-        shards += [a[i + 1] for i, x in enumerate(a) if x == "--shard"]
-    skip = False
-    for i, x in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if x in ("--shard", "--replicas", "--gpus-per-replica", "--ray-address") and \
-                i + 1 < len(argv):
-            skip = True
-            continue
-        options.append(x)
-    return [options[0], *[a for s in shards for a in ("--shard", s)], *options[1:],
-            "--ray-address", "auto", "--replicas", str(replicas), "--gpus-per-replica", "1"]
+    step, first, engine_options = steps.read_argv(groups[0]["rephrase"])
+    if step is None:
+        raise ValueError(f"not a synthfactory step: {groups[0]['rephrase'][:1]}")
+    shards = [url for group in groups
+              for url in steps.read_argv(group["rephrase"])[1].get("--shard", [])]
+    wave = {"--shard": shards, "--ray-address": "auto", "--replicas": str(replicas),
+            "--gpus-per-replica": "1"}
+    return steps.command(step, {**first, **wave}, engine_options)
 
 
 def _pod_template(kind: str, name: str, image: str, requests: dict[str, str],

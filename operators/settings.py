@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synthfactory.contract import steps
+
 RUNNERS = ("local", "kubernetes")
 REPHRASE_MODES = ("pods", "kuberay")
 PROJECT_HOME = Path(__file__).resolve().parent.parent
@@ -134,7 +136,8 @@ class Settings:
         ``--engine`` wins); none unless SYNTHFACTORY_DRY_RUN_ECHO_DELAY_S is set."""
         if self.dry_run_echo_delay_s is None:
             return []
-        return ["--engine", "echo", "--echo-delay-s", f"{self.dry_run_echo_delay_s:g}"]
+        return steps.options("rephrase", {"--engine": "echo",
+                                          "--echo-delay-s": f"{self.dry_run_echo_delay_s:g}"})
 
     def url(self, *parts: str) -> str:
         return "file://" + str(Path(self.home, *parts))

@@ -62,7 +62,7 @@ def check_entries(shards: list, where: str) -> None:
 def window_flags(plan: dict, options: list[str], where: str) -> list[str]:
     """``--max-model-len N`` from shards.json's ``max_model_len``; [] when it has none.
     The window is the shards', not an option: one given after ``--`` is refused."""
-    if any(o == "--max-model-len" or o.startswith("--max-model-len=") for o in options):
+    if "--max-model-len" in steps.read_argv(["rephrase", *options])[1]:
         raise PermanentError("--max-model-len after --: the window comes from "
                              f"{where} (max_model_len, the window stitch cut the prompts "
                              "for); to generate in another window, restitch with it")
@@ -72,7 +72,7 @@ def window_flags(plan: dict, options: list[str], where: str) -> list[str]:
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise PermanentError(f"{where}: 'max_model_len' must be a whole number >= 1, "
                              f"got {window!r}")
-    return ["--max-model-len", str(window)]
+    return steps.options("rephrase", {"--max-model-len": window})
 
 
 def run(args: argparse.Namespace) -> list[PlanGroup]:
@@ -89,13 +89,14 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
     groups = group_shards(shards, args.max_groups)
     planned: list[PlanGroup] = []
     for group in groups:
-        shard_flags = [flag for s in group for flag in ("--shard", s["url"])]
+        urls = [s["url"] for s in group]
         planned.append({
             "shards": [s["name"] for s in group],
             "tokens": sum(s["tokens"] for s in group),
             "rows": sum(s["rows"] for s in group),
-            "rephrase": ["rephrase", *shard_flags, "--run", layout.run_url, *options],
-            "validate": ["validate", *shard_flags, "--run", layout.run_url,
-                         *steps.gate_options(args)],
+            "rephrase": steps.command("rephrase", {"--shard": urls, "--run": layout.run_url},
+                                      options),
+            "validate": steps.command("validate", {"--shard": urls, "--run": layout.run_url,
+                                                   **steps.gate_values(args)}),
         })
     return planned

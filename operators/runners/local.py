@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from synthfactory.contract import default_catalog_uri
+from synthfactory.contract import default_catalog_uri, engine_names
 from synthfactory_airflow.operators.runners.base import Runner
 
 
@@ -44,8 +44,7 @@ class LocalRunner(Runner):
 
     def endpoint_kwargs(self) -> dict[str, Any]:
         # resolved into $SYNTHFACTORY_ENDPOINT_* when the rephrase step starts
-        return {"endpoint_conn_id":
-                "{{ params.endpoint_conn_id or '' if params.engine == 'endpoint' else '' }}"}
+        return {"endpoint_conn_id": engine_names.server_only("params.endpoint_conn_id or ''")}
 
     def hub_kwargs(self) -> dict[str, Any]:
         # resolved into $HF_TOKEN when the export step starts; null Param: none

@@ -12,6 +12,11 @@ reads and writes, and its rules between fields. Everything else is derived from 
 - ``check_params`` and the engine run the same rule functions (``problems``);
 - docs/steps.md is generated from it (scripts/steps_doc.py) and checked by a test.
 
+It also builds finished argv (``options``, ``command``: plan's, the dry runs', the RayJob
+wave's) and reads any argv back (``read_argv``, ``parse_argv``; docs/adr/0144). The
+table's parts live beside it and are re-exported here, the one import path:
+``step_model`` (Flag, Rule, Step), ``step_rules`` (the rules), ``step_table`` (the steps).
+
 Standard library only, like the rest of the contract: both sides of the wall import it.
 Param names are the DAG's and stay as they are (saved trigger confs keep working); a
 flag's name is the engine's, with its old spellings as hidden aliases (docs/adr/0137).
@@ -22,586 +27,76 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
-from synthfactory.contract import paths
+# the table's parts, re-exported so ``synthfactory.contract.steps`` stays the one import
+# path: step_model (its shapes), step_rules (its rules), step_table (the steps); the
+# flag types some users reach through here
 from synthfactory.contract.flag_types import (
-    AUTO,
     budget,
-    context_window,
-    fraction,
-    non_negative_float,
-    non_negative_int,
-    number_or_unset,
-    optional_text,
-    positive_float,
-    positive_int,
-    price,
-    probability,
     routing_switch,
-    seed,
-    temperature,
-    token_count,
     yes_no,
 )
-from synthfactory.contract.names import (
-    CATALOG_URI_ENV,
-    DEFAULT_CATALOG_NAME,
-    DEFAULT_GPU_HOUR_USD,
-    GPU_HOUR_USD_ENV,
-    MAX_KEYS_CAP,
+from synthfactory.contract.step_model import (
+    CATALOG,
+    CPU,
+    GPU,
+    INPUT,
+    OUTPUT,
+    RUN,
+    SHARD,
+    SPARK_DRIVER,
+    TABLE,
+    Flag,
+    Rule,
+    Step,
+)
+from synthfactory.contract.step_rules import (
+    engine_window_not_smaller,
+    min_quality_needs_column,
+    server_engine_takes_no_engine_args,
+    shard_tokens_fit_window,
+    styles_within_templates,
+)
+from synthfactory.contract.step_table import (
+    AUDIT,
+    CARD,
+    CATALOG_FLAGS,
+    CRAWL,
+    ENGINE_VALUE,
+    ENVIRONMENT_PARAMS,
+    EXPORT,
+    GATE_FLAGS,
+    JOIN,
+    PLAN,
+    REGISTER,
+    REPHRASE,
+    REPORT,
+    SMOKE,
+    STEPS,
+    STITCH,
+    SWEEP,
+    VALIDATE,
 )
 
-# What a flag names, for lineage: the run folder, a prompt shard in one ({run}/prompts/
-# shard-N.parquet), a dataset read or written outside the run folder, the Iceberg table
-# and the catalog it is in.
-RUN, SHARD, INPUT, OUTPUT, TABLE, CATALOG = "run", "shard", "input", "output", "table", "catalog"
-# The pool a step's task runs in; a Spark driver runs in the CPU pool as a driver pod.
-CPU, GPU, SPARK_DRIVER = "cpu", "gpu", "spark driver"
+__all__ = [
+    "AUDIT", "CARD", "CATALOG", "CATALOG_FLAGS", "CPU", "CRAWL", "ENGINE_VALUE",
+    "ENVIRONMENT_PARAMS", "EXPORT", "Flag", "GATE_FLAGS", "GPU", "INPUT", "JOIN", "OUTPUT",
+    "PLAN", "REGISTER", "REPHRASE", "REPORT", "RUN", "Rule", "SHARD", "SMOKE", "SPARK_DRIVER",
+    "STEPS", "STITCH", "SWEEP", "Step", "TABLE", "VALIDATE", "add_arguments", "argv", "budget",
+    "cli_name", "cli_values", "command", "engine_window_not_smaller", "gate_values",
+    "min_quality_needs_column", "options", "options_of", "param_name", "parse_argv",
+    "passed_on", "problems", "read_argv", "routing_switch",
+    "server_engine_takes_no_engine_args", "shard_tokens_fit_window", "styles_within_templates",
+    "yes_no",
+]
 
 
-@dataclass(frozen=True)
-class Flag:
-    """One option of a step (or a positional, when ``name`` has no leading dashes).
-
-    ``param``: the trigger-form Param whose value it takes; ``value``: the Jinja template
-    the DAG renders for it (default ``{{ params.<param> }}``); a flag with neither is set
-    by hand (``fixed`` in ``argv``) or left at its default. ``defined_by``: another owner
-    adds it to the parser (the engine registry owns ``--engine``, docs/adr/0135); the
-    table still renders it and documents it."""
-
-    name: str
-    help: str = ""
-    type: Callable[[str], Any] | None = None
-    default: Any = None
-    required: bool = False
-    choices: tuple[str, ...] | None = None
-    action: str | None = None  # "append", "store_true", "boolean" (--x/--no-x)
-    nargs: str | None = None
-    const: Any = None
-    metavar: str | None = None
-    aliases: tuple[str, ...] = ()  # old spellings: hidden, one deprecation line each
-    param: str | None = None
-    value: str | None = None
-    role: str | None = None  # RUN, SHARD, INPUT, OUTPUT, TABLE, CATALOG
-    group: str | None = None  # a required mutually exclusive group of the step
-    defined_by: str | None = None
-    # rendered as one --flag=VALUE item: an optional value the engine reads as unset when
-    # it renders empty (the rest are two items, --flag VALUE)
-    one_item: bool = False
-
-    @property
-    def dest(self) -> str:
-        return self.name.lstrip("-").replace("-", "_")
-
-    @property
-    def field(self) -> str:
-        """The name rules use: the Param's where the flag takes one, else the dest."""
-        return self.param or self.dest
-
-    @property
-    def template(self) -> str | None:
-        """What the DAG renders for the flag's value, or None when the DAG sends nothing."""
-        if self.value is not None:
-            return self.value
-        return "{{ params." + self.param + " }}" if self.param else None
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A rule between fields: ``check(values, name)`` returns the problem in one line, or
-    None. ``values`` are keyed by field (a Param's name, else the flag's dest); ``name(f)``
-    shows a field as its reader knows it: ``shard_tokens=1024`` in the trigger form,
-    ``--shard-tokens 1024`` on the command line (``name(f, bare=True)``: without the
-    value)."""
-
-    fields: tuple[str, ...]
-    check: Callable[[Mapping[str, Any], Callable[..., str]], str | None]
-
-    @property
-    def doc(self) -> str:
-        return (self.check.__doc__ or "").strip().splitlines()[0]
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    help: str  # the line `synthfactory --help` prints
-    module: str  # the engine module whose run(args) does the work
-    kind: str  # CPU, GPU or SPARK_DRIVER
-    flags: tuple[Flag, ...]
-    reads: tuple[str, ...] = ()  # run-folder paths
-    writes: tuple[str, ...] = ()
-    table: str | None = None  # "reads" or "writes": the --table it names
-    rules: tuple[Rule, ...] = ()
-    passes_on: str | None = None  # after a bare --: options of this step (plan: rephrase)
-
-    def flag(self, name: str) -> Flag:
-        for flag in self.flags:
-            if flag.name == name:
-                return flag
-        raise KeyError(f"{self.name}: no flag {name}")
-
-    def by_field(self) -> dict[str, Flag]:
-        return {flag.field: flag for flag in self.flags}
-
-
-# -- rules ------------------------------------------------------------------------------
-
-def shard_tokens_fit_window(v: Mapping[str, Any], name: Callable[..., str]) -> str | None:
-    """A shard's token budget is at least the context window: one prompt plus its output
-    must fit in a shard."""
-    tokens, window = v.get("shard_tokens"), v.get("max_model_len")
-    if isinstance(tokens, int) and isinstance(window, int) and tokens < window:
-        return (f"{name('shard_tokens')}: below {name('max_model_len')}; one prompt plus its "
-                "output would not fit in a shard")
-    return None
-
-
-def min_quality_needs_column(v: Mapping[str, Any], name: Callable[..., str]) -> str | None:
-    """A minimum quality needs the column it is compared with."""
-    if v.get("min_quality") is not None and not v.get("quality_column"):
-        column = name("quality_column", bare=True)
-        return (f"{name('min_quality')}: needs {column}, the seed files' column to compare "
-                f"with it; set {column} or empty {name('min_quality', bare=True)}")
-    return None
-
-
-def styles_within_templates(v: Mapping[str, Any], name: Callable[..., str]) -> str | None:
-    """Without routing, a document draws at most as many styles as templates are chosen
-    (with routing, stitch checks the widest route of the routing table)."""
-    if v.get("routing") in (True, "on"):
-        return None
-    templates = v.get("templates") or []
-    if isinstance(templates, str):
-        templates = [t.strip() for t in templates.split(",") if t.strip()]
-    chosen, styles = len(set(templates)), v.get("styles_per_doc")
-    if isinstance(styles, int) and chosen and styles > chosen:
-        return (f"{name('styles_per_doc')}: more than the {chosen} template(s) chosen in "
-                f"templates={list(templates)}")
-    return None
-
-
-def engine_window_not_smaller(v: Mapping[str, Any], name: Callable[..., str]) -> str | None:
-    """engine_args may set a larger context window than max_model_len, never a smaller one."""
-    window = (v.get("engine_args") or {}).get("max_model_len") \
-        if isinstance(v.get("engine_args"), dict) else None
-    wanted = v.get("max_model_len")
-    if (isinstance(window, int) and not isinstance(window, bool) and isinstance(wanted, int)
-            and window < wanted):
-        return (f"engine_args max_model_len={window}: below {name('max_model_len')}, the "
-                "window stitch cuts the prompts for and every rephrase task runs with; raise "
-                "it or leave it out of engine_args")
-    return None
-
-
-def server_engine_takes_no_engine_args(v: Mapping[str, Any],
-                                       name: Callable[..., str]) -> str | None:
-    """An OpenAI-compatible server takes its engine arguments when it is started, not
-    from the run (the engine registry's entry refuses --engine-args the same way)."""
-    if v.get("engine") in SERVER_ENGINES and v.get("engine_args"):
-        return (f"{name('engine_args')}: engine = {v.get('engine')} takes its engine "
-                "arguments from the server; empty engine_args or use engine = offline")
-    return None
-
-
-# The trigger form's engine Param: offline (vLLM in the task) or endpoint (a server).
-# The engine's own names are the registry's (vllm, endpoint, echo).
-SERVER_ENGINES = ("endpoint",)
-ENGINE_VALUE = "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}"
-
-# -- flags shared by several steps ------------------------------------------------------
-
-RUN_FLAG = Flag("--run", required=True, role=RUN, help="run URL: {root}/{pipeline}/{interval}")
-CATALOG_FLAGS = (
-    Flag("--catalog", default=DEFAULT_CATALOG_NAME, role=CATALOG,
-         help=f"pyiceberg catalog name (default {DEFAULT_CATALOG_NAME!r})"),
-    Flag("--catalog-uri", param="catalog_uri",
-         # a connection's URI reaches the step as environment, never argv (docs/adr/0070)
-         value="{{ '' if params.catalog_conn_id else params.catalog_uri }}",
-         help="overrides the configured URI, e.g. sqlite:////abs/catalog.db or "
-              "postgresql+psycopg2://user@host:5432/db; one with a password goes in "
-              f"${CATALOG_URI_ENV}"),
-    Flag("--warehouse", param="warehouse",
-         help="overrides the configured warehouse (file:// or s3://)"),
-)
-TABLE_FLAG = Flag("--table", required=True, param="table", role=TABLE,
-                  help="target table, NAMESPACE.TABLE")
-AIRFLOW_RUN_ID = Flag("--airflow-run-id", value="{{ run_id }}",
-                      help="the Airflow DAG run id, recorded with the run")
-
-# -- the steps --------------------------------------------------------------------------
-
-CRAWL = Step(
-    "crawl", "list source partitions into a parquet manifest", "synthfactory.crawl.command",
-    CPU, writes=(paths.MANIFEST,), flags=(
-        Flag("--source", required=True, param="source", role=INPUT,
-             help="s3://bucket/prefix or file:///folder"),
-        Flag("--out", required=True, role=OUTPUT, help="manifest folder URL"),
-        Flag("--interval-start", value="{{ data_interval_start.isoformat() }}",
-             help="data interval start, ISO-8601 (inclusive)"),
-        Flag("--interval-end", value="{{ data_interval_end.isoformat() }}",
-             help="data interval end, ISO-8601 (exclusive)"),
-        Flag("--partition-template", param="partition_template",
-             help="partition path under the source, e.g. 'dt={ds}' or "
-                  "'year={yyyy}/month={mm}/day={dd}' (placeholders ds, ds_nodash, yyyy, mm, "
-                  "dd, hh)"),
-        Flag("--scope", choices=("partition", "last-modified", "both"),
-             help="how the interval selects objects: by partition value, by LastModified in "
-                  "[start, end), or both (default: partition with a template, else "
-                  "last-modified)"),
-        Flag("--allow-missing-partition", action="store_true",
-             help="an interval with no partition gives an empty manifest and a warning "
-                  "(default: the crawl fails naming the partition it expected)"),
-        Flag("--workers", type=positive_int, default=8, help="concurrent listings (default 8)"),
-        Flag("--fanout-depth", type=non_negative_int, default=1,
-             help="levels of delimiter listing to fan out over before listing flat "
-                  "(default 1)"),
-        Flag("--suffix", default=".parquet",
-             help="only keys ending in this (default .parquet; '' for all)"),
-        Flag("--max-keys", type=positive_int, default=MAX_KEYS_CAP,
-             help=f"keys per request, capped at {MAX_KEYS_CAP}"),
-        Flag("--rows-per-part", type=positive_int, default=100_000,
-             help="manifest rows per part file (default 100000)"),
-        Flag("--checkpoint-seconds", type=positive_float, default=30.0,
-             help="write a part and a checkpoint at least this often (default 30)"),
-        Flag("--retry-mode", choices=("standard", "adaptive"),
-             help="botocore retry mode (default: AWS_RETRY_MODE, else adaptive)"),
-        Flag("--max-attempts", type=positive_int,
-             help="botocore attempts per request (default: AWS_MAX_ATTEMPTS, else 10)"),
-    ))
-
-STITCH = Step(
-    "stitch", "Spark: stitch templates onto documents, cut shards",
-    "synthfactory.stitch.command", SPARK_DRIVER,
-    reads=(paths.MANIFEST,), writes=(paths.PROMPTS,),
-    rules=(Rule(("shard_tokens", "max_model_len"), shard_tokens_fit_window),
-           Rule(("min_quality", "quality_column"), min_quality_needs_column),
-           Rule(("styles_per_doc", "templates", "routing"), styles_within_templates)),
-    flags=(
-        Flag("--manifest", required=True, help="manifest folder URL (crawl output)"),
-        Flag("--run", required=True, role=RUN, aliases=("--out",),
-             help="run URL; writes prompts/ and quarantine/"),
-        # with routing the table's templates: --templates empty
-        Flag("--templates", default="", param="templates",
-             value="{{ '' if params.routing else params.templates | join(',') }}",
-             help="ID[,ID...] of templates in --templates-url (default: shipped); with "
-                  "--routing on, the templates the routes may use (empty: every template "
-                  "the routing table names)"),
-        Flag("--templates-url", type=optional_text, one_item=True, param="templates_url",
-             role=INPUT,
-             value="{{ params.templates_url or '' }}",  # empty: the shipped templates
-             help="folder URL (file:// or s3://) of your own template JSON files; empty or "
-                  "absent: the shipped templates (docs/templates.md)"),
-        Flag("--routing", type=routing_switch, choices=("on", "off"), default="off",
-             param="routing", value="{{ 'on' if params.routing else 'off' }}",
-             help="on: each document draws its templates from its route in the routing "
-                  "table (routing.json of --templates-url, else the shipped one) by its "
-                  "domain and quality bucket (ADR 0139); off: from --templates, every "
-                  "document alike"),
-        Flag("--domain-column", type=optional_text, one_item=True, param="domain_column",
-             value="{{ params.domain_column or '' }}",
-             help="seed column naming each document's domain (web, code, math); absent or "
-                  "empty: detected from the text"),
-        Flag("--shard-tokens", type=positive_int, required=True, param="shard_tokens",
-             help="token budget per shard (prompt + max new tokens)"),
-        Flag("--styles-per-doc", type=positive_int, default=1, param="styles_per_doc",
-             help="templates drawn per document"),
-        Flag("--max-new-tokens", type=budget, default=256, param="max_new_tokens",
-             help="tokens generated per row at most, or auto: the row's source tokens "
-                  "times its template's max_ratio, plus a margin"),
-        Flag("--max-model-len", type=context_window, default=2048, param="max_model_len",
-             help="context window: a document whose prompt and budget do not fit it is "
-                  "cut into chunks that do"),
-        Flag("--text-column", default="text", param="text_column",
-             help="the seed files' text column"),
-        Flag("--id-column", default="id", param="id_column",
-             help="the seed files' document id column"),
-        # empty values mean unset: the DAG renders an optional Param as one --flag=VALUE
-        Flag("--quality-column", type=optional_text, one_item=True, param="quality_column",
-             value="{{ params.quality_column or '' }}",
-             help="numeric column scoring each document (with --min-quality)"),
-        Flag("--min-quality", type=number_or_unset, one_item=True, param="min_quality",
-             value="{{ '' if params.min_quality is none else params.min_quality }}",
-             help="stitch only documents whose --quality-column is >= this"),
-        Flag("--seed", type=seed, default=0, help="seed of the styles drawn per document"),
-        Flag("--model", param="model", help="model folder with tokenizer.json"),
-        Flag("--master", default="local[*]", param="spark_master", help="Spark master URL"),
-        Flag("--partitions", type=positive_int, default=8, param="spark_partitions",
-             help="Spark partitions for reading, sorting and shuffles (scale out: about 2-3 "
-                  "per executor core)"),
-        Flag("--executors", type=positive_int, param="spark_executors",
-             help="executors on a cluster master (spark://, k8s://); ignored locally"),
-        Flag("--executor-cores", type=positive_int, param="spark_executor_cores",
-             help="cores per executor"),
-        Flag("--executor-memory", param="spark_executor_memory",
-             help="JVM heap per executor, e.g. 4g"),
-    ))
-
-REPHRASE = Step(
-    "rephrase", "vLLM: rephrase prompt shards, checkpointed", "synthfactory.rephrase.command",
-    GPU, reads=(paths.PROMPTS,), writes=(paths.GENERATED,),
-    rules=(Rule(("engine_args", "max_model_len"), engine_window_not_smaller),
-           Rule(("engine", "engine_args"), server_engine_takes_no_engine_args)),
-    flags=(
-        Flag("--shard", action="append", required=True, role=SHARD,
-             help="prompt shard URL; repeat for a shard group"),
-        Flag("--run", role=RUN, aliases=("--out",),
-             help="run URL (default: the shard's run); gets generated/, quarantine/"),
-        Flag("--model", param="model", help="model folder or name"),
-        Flag("--engine-args", param="engine_args", value="{{ params.engine_args | tojson }}",
-             help="JSON object or @file for vllm.LLM"),
-        # plan passes the window from prompts/shards.json: the one stitch cut for
-        Flag("--max-model-len", type=context_window,
-             help="the context window the shards were cut for (stitch's max_model_len; plan "
-                  "passes it from prompts/shards.json): the engine's max_model_len, unless "
-                  "--engine-args sets a larger one; an engine window smaller than it fails "
-                  "the task before any generation. Default: the engine's own"),
-        Flag("--max-new-tokens", type=budget, default=AUTO, param="max_new_tokens",
-             help="one budget for every row; default (auto): each row's own, the shard's "
-                  "max_new_tokens column"),
-        Flag("--temperature", type=temperature, default=0.7, param="temperature",
-             help="sampling temperature (0: greedy)"),
-        Flag("--top-p", type=probability, default=0.95, help="nucleus sampling's top-p"),
-        Flag("--checkpoint-rows", type=positive_int, default=64, param="checkpoint_rows",
-             help="rows per checkpoint part"),
-        Flag("--max-attempts", type=positive_int, default=3, param="max_attempts",
-             help="attempts per row: a row the gate's per-row checks reject for a reason "
-                  "another sample can fix is generated again, up to this many times "
-                  "(1: never; docs/adr/0141)"),
-        Flag("--repair", choices=("trim", "none"), default="trim", param="repair",
-             help="trim: an output stopped at its budget is cut back to its longest whole-"
-                  "sentence prefix that passes every check, marked trimmed (no GPU); none: "
-                  "never (with --max-attempts 1, the behaviour before docs/adr/0141)"),
-        # 0 would never submit a request and spin forever, hence positive_int
-        Flag("--max-in-flight", type=positive_int, default=256,
-             help="requests queued in the engine at once"),
-        Flag("--replicas", type=positive_int, default=1, param="gpus_per_task",
-             help="engine replicas (Ray actors) pulling this task's shards; 1 without "
-                  "--ray-address runs in this process, without Ray"),
-        Flag("--gpus-per-replica", type=non_negative_float,
-             help="GPUs per replica (tensor parallel size); default 1 on a GPU node, 0 on "
-                  "the CPU build"),
-        Flag("--ray-address", help="join this Ray cluster (\"auto\" inside a KubeRay RayJob)"),
-        Flag("--replicas-per-node", type=positive_int,
-             help="Ray: pin K replicas to each node (the first nodes with room for K); a "
-                  "node that dies takes its replicas with it and their shards go to the "
-                  "surviving nodes' replicas. Default: Ray places replicas by their "
-                  "resources"),
-        Flag("--max-shard-attempts", type=positive_int, default=3,
-             help="Ray: times a shard is handed out again after its replica died"),
-        Flag("--engine", param="engine", value=ENGINE_VALUE, defined_by="engine registry",
-             help="the engine (vllm, endpoint, echo) and its own flags: the engine "
-                  "registry's entries (docs/adr/0135)"),
-    ))
-
-# validate's options that take a Param. The mapped validate task's argv is plan's XCom,
-# which Airflow does not template: plan takes them (without a lineage role: it does not
-# read the benchmarks) and puts them in each group's validate argv.
-GATE_FLAGS = (
-    Flag("--benchmarks", type=optional_text, one_item=True, param="benchmarks",
-         value="{{ params.benchmarks or '' }}", role=INPUT,
-         help="folder URL of benchmark files (*.parquet, *.jsonl: one benchmark per file, "
-              "a text column): a row whose output or source shares a word n-gram with one "
-              "is rejected as contaminated (docs/decontamination.md); default: none"),
-    # an int, not a checked type: n < 5 is a bad input (exit 3, one line), which the step
-    # reports before any work (quality/decontaminate.py check_n)
-    Flag("--decontaminate-n", type=int, default=13, param="decontaminate_n",
-         help="words per n-gram of the decontamination check (at least 5)"),
-)
-
-
-def gate_options(args: Any) -> list[str]:
-    """The GATE_FLAGS of parsed ``args`` as validate's argv items (unset ones left out)."""
-    return [f"{flag.name}={value}" for flag in GATE_FLAGS
-            if (value := getattr(args, flag.dest, None)) is not None]
-
-
-PLAN = Step(
-    "plan", "group shards for the rephrase wave and size the wave", "synthfactory.plan", CPU,
-    reads=(paths.PROMPTS,), passes_on="rephrase", flags=(
-        Flag("--run", required=True, role=RUN, help="run URL (reads prompts/shards.json)"),
-        Flag("--max-groups", type=positive_int, required=True, param="max_shard_groups",
-             help="at most this many rephrase tasks (<= Airflow's max_map_length)"),
-        *(replace(flag, role=None, help=f"passed on to every validate: {flag.help}")
-          for flag in GATE_FLAGS),
-        Flag("rephrase_options", nargs=argparse.REMAINDER,
-             help="-- then options passed to every `synthfactory rephrase`"),
-    ))
-
-VALIDATE = Step(
-    "validate", "per-shard token statistics and quality flags", "synthfactory.validate", CPU,
-    reads=(paths.PROMPTS, paths.GENERATED), writes=(paths.VERDICTS, paths.REJECTED), flags=(
-        Flag("--shard", action="append", required=True, role=SHARD, help="prompt shard URL"),
-        Flag("--run", role=RUN, help="run URL (default: the shard's run)"),
-        Flag("--max-repetition", type=fraction, default=0.5,
-             help="flag outputs whose repeated 4-gram share exceeds this"),
-        *GATE_FLAGS,
-    ))
-
-JOIN = Step(
-    "join", "join each document's chunk outputs back, in order", "synthfactory.join", CPU,
-    reads=(paths.PROMPTS, paths.GENERATED, paths.VERDICTS), writes=(paths.JOINED,),
-    flags=(RUN_FLAG,))
-
-REGISTER = Step(
-    "register", "register committed shards in an Iceberg table",
-    "synthfactory.catalog.command", CPU, reads=(paths.JOINED,), table="writes", flags=(
-        RUN_FLAG, TABLE_FLAG, *CATALOG_FLAGS,
-        Flag("--pipeline", help="pipeline name (default: from the run URL)"),
-        Flag("--interval", value="{{ data_interval_start.isoformat() }}/"
-                                 "{{ data_interval_end.isoformat() }}",
-             help="data interval START/END (default: from the run URL)"),
-        AIRFLOW_RUN_ID,
-        Flag("--include-rejected", nargs="?", one_item=True, const=True, default=False, type=yes_no,
-             metavar="true|false", param="include_rejected",
-             value="{{ params.include_rejected | lower }}",
-             help="register every generated row, the quality gate's rejected ones too "
-                  "(their usable column is false); default: usable rows only"),
-    ))
-
-AUDIT = Step(
-    "audit", "check a run end to end: nothing lost, duplicated or stale", "synthfactory.audit",
-    CPU, reads=(paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS, paths.JOINED),
-    table="reads", flags=(
-        RUN_FLAG,
-        Flag("--table", param="table", role=TABLE,
-             help="NAMESPACE.TABLE the run was registered into; with it the catalog rows "
-                  "are checked too"),
-        # the seeds' ids, as stitch read them
-        Flag("--id-column", default="id", param="id_column",
-             help="document id column of the seeds"),
-        *CATALOG_FLAGS,
-    ))
-
-LICENSE_FLAG = Flag("--license", default="other", param="license",
-                    help="the data's license on the card: an SPDX id (apache-2.0, "
-                         "cc-by-4.0, odc-by-1.0, ...) or other")
-DAG_ID = Flag("--dag-id", value="{{ dag.dag_id }}", help="recorded in the report")
-
-CARD = Step(
-    "card", "write the run's dataset card (Hugging Face format)",
-    "synthfactory.export.card_command", CPU,
-    reads=(paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS, paths.JOINED),
-    writes=(paths.CARD,), flags=(
-        RUN_FLAG, LICENSE_FLAG,
-        Flag("--out", role=OUTPUT,
-             help=f"where to write the card (default {{run}}/{paths.CARD})"),
-        replace(DAG_ID, help="recorded on the card"), AIRFLOW_RUN_ID,
-    ))
-
-EXPORT = Step(
-    "export", "export the usable rows as Parquet with the dataset card (and to the Hub)",
-    "synthfactory.export.command", CPU,
-    reads=(paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS, paths.JOINED),
-    flags=(
-        RUN_FLAG,
-        Flag("--out", required=True, param="export_url", role=OUTPUT,
-             value="{{ params.export_url or '' }}",
-             help="folder URL (file:// or s3://): data/train-NNNNN.parquet and README.md"),
-        LICENSE_FLAG,
-        Flag("--max-file-mb", type=positive_float, default=256.0,
-             help="most row data per Parquet file, in MiB"),
-        Flag("--hub-repo", type=optional_text, one_item=True, param="hub_repo_id",
-             value="{{ params.hub_repo_id or '' }}",
-             help="also push the folder to this Hugging Face dataset repo (OWNER/NAME); the "
-                  "token is $HF_TOKEN (hub_conn_id). Default: no push"),
-        replace(DAG_ID, help="recorded on the card"), AIRFLOW_RUN_ID,
-    ))
-
-SMOKE = Step(
-    "smoke", "train a tiny model on synthetic lengths", "synthfactory.training.smoke_command",
-    GPU, reads=(paths.JOINED,), flags=(
-        Flag("--spec", group="source", help="length spec JSON file (URL or path)"),
-        Flag("--run", group="source", role=RUN, aliases=("--from-run",),
-             help="run URL: lengths (or tokens) of its joined rows"),
-        Flag("--steps", type=positive_int, default=10, param="smoke_steps",
-             help="training steps"),
-        Flag("--real-tokens", action="store_true",
-             help="with --run: train on the tokenized output_text"),
-        Flag("--tokenizer", help="model folder holding tokenizer.json"),
-        Flag("--vocab-size", type=positive_int, help="default: the tokenizer's, else 49152"),
-        Flag("--token", choices=("random", "constant"), default="random",
-             help="synthetic tokens; constant is unfit for MoE routing tests"),
-        Flag("--seq-len", type=positive_int, default=128, help="tokens per training sequence"),
-        Flag("--batch-size", type=positive_int, default=4, help="sequences per step"),
-        Flag("--lr", type=positive_float, default=3e-3, help="learning rate"),
-        Flag("--seed", type=seed, default=0, help="seed of the synthetic tokens and the model"),
-        Flag("--dp", type=positive_int, default=1, help="data-parallel ranks (for sharding)"),
-        Flag("--dp-rank", type=non_negative_int, default=0, help="this rank"),
-        Flag("--overlong", choices=("drop", "truncate"), default="drop",
-             help="a document longer than --seq-len: dropped or cut"),
-        Flag("--packing", choices=("first_fit", "best_fit", "concat_then_split"),
-             default="first_fit", help="how documents are packed into sequences"),
-        Flag("--num-packing-bins", type=positive_int, default=16,
-             help="open bins of the first- and best-fit packers"),
-        Flag("--d-model", type=positive_int, default=64, help="the tiny model's width"),
-        Flag("--layers", type=positive_int, default=2, help="the tiny model's layers"),
-        Flag("--heads", type=positive_int, default=4, help="the tiny model's heads"),
-        Flag("--device", choices=("auto", "cpu", "cuda"), default="auto",
-             help="where to train"),
-        Flag("--output", help="also write the summary JSON here (URL or path)"),
-    ))
-
-REPORT = Step(
-    "report", "write a run's report.json and figures", "synthfactory.report.command", CPU,
-    reads=(paths.MANIFEST, paths.PROMPTS, paths.GENERATED, paths.VERDICTS),
-    writes=(paths.REPORT,), flags=(
-        Flag("--run", required=True, role=RUN, help="run folder URL (file:// or s3://)"),
-        Flag("--gpu-hour-usd", type=price, aliases=("--gpu-hour-price",),
-             help=f"USD per device hour for the cost figure (default ${GPU_HOUR_USD_ENV} or "
-                  f"{DEFAULT_GPU_HOUR_USD})"),
-        DAG_ID, AIRFLOW_RUN_ID,
-    ))
-
-SWEEP = Step(
-    "sweep", "grid-search vLLM engine arguments", "synthfactory.sweep.command", GPU, flags=(
-        Flag("--shard", required=True, param="shard", role=INPUT,
-             help="prompt shard URL (stitch output)"),
-        Flag("--model", param="model", help="model folder (default: the embedded one)"),
-        Flag("--grid", required=True, param="grid", value="{{ params.grid | tojson }}",
-             help="JSON/YAML file or URL, or inline JSON: a list of engine-argument objects "
-                  "or a {param: [values]} product"),
-        Flag("--out", required=True, role=OUTPUT,
-             help="sweep folder URL (results, PNG, winner)"),
-        Flag("--gpu-hour-usd", type=price, aliases=("--gpu-hour-cost",), param="gpu_hour_cost",
-             help="USD per device-hour, for cost per billion output tokens"),
-        Flag("--sample-rows", type=positive_int, default=32, param="sample_rows",
-             help="prompt rows measured per trial (spread over the shard)"),
-        Flag("--max-new-tokens", type=token_count, default=128, param="max_new_tokens",
-             help="tokens generated per row"),
-        Flag("--warmup-rows", type=non_negative_int, default=4,
-             help="short requests run before the timed sample"),
-        Flag("--safety-margin", type=float, default=0.1, param="safety_margin",
-             help="fraction each grid entry's batch and memory knobs are scaled down by "
-                  "before it is measured"),
-        Flag("--rounds", type=int, default=3,
-             help="rounds the finalist and the defaults are measured, alternating (at least "
-                  "3); the halving may add more"),
-        Flag("--temperature", type=temperature, default=0.7, help="sampling temperature"),
-        Flag("--top-p", type=probability, default=0.95, help="nucleus sampling's top-p"),
-        Flag("--ignore-eos", action="boolean", default=True,
-             help="generate exactly --max-new-tokens per row, so every configuration does "
-                  "the same work (default: on)"),
-        Flag("--apply", action="boolean", default=True, param="apply",
-             help="write the decision to {model}/synthfactory-engine.json"),
-        Flag("--retry-failed", action="store_true",
-             help="rerun trials that failed in an earlier run"),
-        Flag("--trial-timeout", type=positive_float, default=1800,
-             help="seconds one trial may take"),
-        Flag("--engine", param="engine", value=ENGINE_VALUE, defined_by="engine registry",
-             help="the engine measured (vllm or endpoint) and its own flags: the engine "
-                  "registry's entries (docs/adr/0135)"),
-    ))
-
-STEPS: dict[str, Step] = {step.name: step for step in (
-    CRAWL, STITCH, PLAN, REPHRASE, VALIDATE, JOIN, REGISTER, AUDIT, CARD, EXPORT, SMOKE,
-    REPORT, SWEEP)}
-# Params that reach a step as environment, never argv (a connection's secrets)
-ENVIRONMENT_PARAMS = {"catalog_conn_id": "register, audit: the catalog URI",
-                      "endpoint_conn_id": "rephrase, sweep: the endpoint's URL, model and key",
-                      "hub_conn_id": "export: the Hugging Face token ($HF_TOKEN)"}
+def gate_values(args: Any) -> dict[str, Any]:
+    """The GATE_FLAGS of parsed ``args`` by flag name (unset ones left out), for
+    ``command("validate", ...)``."""
+    return {flag.name: value for flag in GATE_FLAGS
+            if (value := getattr(args, flag.dest, None)) is not None}
 
 
 # -- the parser -------------------------------------------------------------------------
@@ -657,21 +152,41 @@ def parse_argv(argv: Sequence[str]) -> tuple[Step | None, dict[str, Any]]:
     absent one the table's default, a repeated flag a list) of a rendered ``synthfactory``
     argv; (None, {}) for a command that is not in the table. Unknown flags are ignored
     (an engine's own, or one from a newer engine), as are the options after a bare ``--``
-    (plan's are the rephrase steps'), and nothing exits."""
+    (plan's are the rephrase steps'), and nothing exits. ``--flag=value`` reads as
+    ``--flag value``."""
+    step, values, _ = _read(argv, defaults=True)
+    return step, values
+
+
+def read_argv(argv: Sequence[str]) -> tuple[Step | None, dict[str, Any], list[str]]:
+    """(the step, the table's flags the argv gives, by flag name, as ``options`` takes
+    them, the items the table does not know, in their order: an engine's own flags) of a
+    ``synthfactory`` argv, read with the same parser as ``parse_argv``."""
+    step, values, rest = _read(argv, defaults=False)
+    if step is None:
+        return None, {}, []
+    names = {flag.dest: flag.name for flag in step.flags}
+    return step, {names[dest]: value for dest, value in values.items()}, rest
+
+
+def _read(argv: Sequence[str], defaults: bool) -> tuple[Step | None, dict[str, Any], list]:
     items = [str(a) for a in argv or []]
     step = STEPS.get(items[0]) if items else None
     if step is None:
-        return None, {}
+        return None, {}, []
     own = items[1:items.index("--")] if "--" in items else items[1:]
     # no abbreviations: rephrase's --engine (the registry's) must not read as --engine-args
     parser = _Lenient(prog=f"synthfactory {step.name}", add_help=False, allow_abbrev=False)
     add_arguments(parser, step, lenient=True)
+    if not defaults:  # only what the argv says: an absent flag is no attribute at all
+        for action in parser._actions:
+            action.default = argparse.SUPPRESS
     try:
-        values, _ = parser.parse_known_args(own)
+        values, rest = parser.parse_known_args(own)
     except _Refused as exc:  # lineage goes without datasets; the step itself will say why
-        logging.getLogger(__name__).debug("%s: argv not read for lineage: %s", step.name, exc)
-        return step, {}
-    return step, vars(values)
+        logging.getLogger(__name__).debug("%s: argv not read: %s", step.name, exc)
+        return step, {}, []
+    return step, vars(values), rest
 
 
 class _Refused(Exception):
@@ -721,6 +236,39 @@ def passed_on(step: Step | str) -> list[str]:
     (rephrase) that take a Param."""
     step = STEPS[step] if isinstance(step, str) else step
     return [item for flag in step.flags if flag.param for item in options_of(flag)]
+
+
+def options(step: Step | str, values: Mapping[str, Any]) -> list[str]:
+    """Finished argv items (nothing left to render) for ``values`` (flag name -> value; a
+    list repeats the flag), in the table's order: ``--flag VALUE``, one ``--flag=VALUE``
+    item for a ``one_item`` flag, ``--flag`` alone for a store_true flag set to True and
+    ``--flag``/``--no-flag`` for a boolean one."""
+    step = STEPS[step] if isinstance(step, str) else step
+    unknown = sorted(set(values) - {flag.name for flag in step.flags})
+    if unknown:
+        raise KeyError(f"{step.name}: no flag {', '.join(unknown)} in the steps table")
+    out: list[str] = []
+    for flag in step.flags:
+        if flag.name not in values:
+            continue
+        value = values[flag.name]
+        for one in value if isinstance(value, list | tuple) else [value]:
+            if flag.action == "boolean":
+                out.append(flag.name if one else "--no-" + flag.name[2:])
+            elif flag.action == "store_true":
+                out += [flag.name] if one else []
+            elif flag.one_item:
+                out.append(f"{flag.name}={one}")
+            else:
+                out += [flag.name, str(one)]
+    return out
+
+
+def command(step: Step | str, values: Mapping[str, Any], extra: Iterable[str] = ()) -> list[str]:
+    """A finished argv: the step's name, ``options(step, values)``, then ``extra`` (an
+    engine's own options, kept as they were given)."""
+    step = STEPS[step] if isinstance(step, str) else step
+    return [step.name, *options(step, values), *extra]
 
 
 # -- rules ------------------------------------------------------------------------------

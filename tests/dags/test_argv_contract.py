@@ -283,4 +283,4 @@ def test_engine_args_with_the_endpoint_engine_are_refused_before_the_run(dags):
     conf = {"engine": "endpoint", "endpoint_conn_id": "llm", "engine_args": {"max_num_seqs": 8}}
     assert problems(run_params(dag, conf), conf, dag.params) == [
         "engine_args={'max_num_seqs': 8}: engine = endpoint takes its engine arguments from "
-        "the server; empty engine_args or use engine = offline"]
+        "the server; empty engine_args or use engine = vllm"]

@@ -229,3 +229,25 @@ def test_max_attempts_and_repair_are_refused_by_the_form(dag, name, value, ok):
     before any task runs."""
     assert (dag.params["max_attempts"], dag.params["repair"]) == (3, "trim")
     _form_takes(dag, name, value, ok)
+
+
+def test_the_engine_values_are_the_registrys_and_former_ones_still_run(dag, caplog):
+    """The form offers the registry's names (docs/adr/0144); a saved conf with a former
+    value (offline, openai) still validates, and check_params logs one deprecation line
+    naming the old and the new value."""
+    import logging
+
+    from synthfactory.contract import engine_names
+
+    schema = _schemas(dag)["engine"]
+    assert schema["enum"][:2] == ["vllm", "endpoint"] == list(engine_names.FORM_ENGINES)
+    assert dag.params["engine"] == "vllm"
+    for value in ("vllm", "endpoint", "offline", "openai"):
+        _form_takes(dag, "engine", value, ok=True)
+    _form_takes(dag, "engine", "gpt", ok=False)
+    check = dag.get_task("check_params").python_callable
+    with caplog.at_level(logging.WARNING):
+        check(params={**_defaults(dag), "engine": "offline"}, dag_run=None)
+        check(params=_defaults(dag), dag_run=None)
+    lines = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert lines == ["engine='offline' is deprecated, use engine='vllm'"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from synthfactory.cli_alias import warn_deprecated
+from synthfactory.contract.engine_names import COMMAND_LINE_FORMER
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_registry.base import EngineKind
 from synthfactory.rephrase.engine_registry.echo import Echo, EchoSettings
@@ -33,8 +34,9 @@ REGISTRY: dict[str, EngineKind] = {kind.name: kind
 DEFAULT_ENGINE = OfflineVllm.name
 ENGINES = tuple(REGISTRY)
 # former names still accepted by --engine (hidden from --help, one deprecation line
-# each) and by engine_kind (docs/adr/0137): old name -> the registry's name
-ALIASES: dict[str, str] = {"openai": OpenAIEndpoint.name}
+# each) and by engine_kind (docs/adr/0137): old name -> the registry's name, the
+# contract's mapping (the forms' former values are its too: ADR 0144)
+ALIASES: dict[str, str] = COMMAND_LINE_FORMER
 
 __all__ = ["ALIASES", "DEFAULT_ENGINE", "ENGINES", "REGISTRY", "EchoSettings", "EndpointSettings",
            "EngineKind", "add_engine_arguments", "engine_kind", "engines_of"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from synthfactory.contract.engine_names import ECHO
 from synthfactory.contract.flag_types import non_negative_float
 from synthfactory.rephrase.engine_registry.base import EngineKind
 
@@ -16,7 +17,7 @@ class EchoSettings:
 
 
 class Echo(EngineKind):
-    name = "echo"
+    name = ECHO
     commands = {"rephrase": "a deterministic stand-in engine (tests, dry runs)"}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from synthfactory.contract.engine_names import VLLM
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.engine_args import TUNED_FILE, read_tuned
 from synthfactory.rephrase.engine_choice import check_window
@@ -19,7 +20,7 @@ from synthfactory.rephrase.vllm_checks import check_engine_args
 
 
 class OfflineVllm(EngineKind):
-    name = "vllm"
+    name = VLLM
     commands = {"rephrase": "vLLM's offline engine in this process",
                 "sweep": "vLLM's offline engine, one process per trial"}
     local_devices = True

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from synthfactory.contract import ENDPOINT_API_KEY_ENV, ENDPOINT_MODEL_ENV, ENDPOINT_URL_ENV
+from synthfactory.contract.engine_names import ENDPOINT
 from synthfactory.contract.flag_types import positive_float
 from synthfactory.contract.steps import param_name, server_engine_takes_no_engine_args
 from synthfactory.errors import PermanentError, SynthfactoryError
@@ -75,7 +76,7 @@ def check_endpoint_config(config: dict, where: str) -> None:
 
 
 class OpenAIEndpoint(EngineKind):
-    name = "endpoint"
+    name = ENDPOINT
     commands = {"rephrase": "an OpenAI-compatible server (--endpoint)",
                 "sweep": "an OpenAI-compatible server (--endpoint), sweeping client knobs "
                          "(max_in_flight)"}

@@ -153,3 +153,17 @@ def test_the_dag_in_kuberay_mode_builds_a_valid_two_node_wave(schema, tmp_path):
     assert dag.get_task("join_chunks").upstream_task_ids == {"validate"}
     assert dag.get_task("register_catalog").upstream_task_ids == {"join_chunks"}
     assert "rephrase_wave" in dag.get_task("validate").upstream_task_ids
+
+
+def test_the_wave_reads_flag_equals_value_and_keeps_the_engine_options():
+    """Each group's argv is read with the steps table's parser: ``--shard=URL`` is a shard
+    too, the last group's shards included; the engine's own options follow in order."""
+    plan = [{"rephrase": ["rephrase", "--shard=s3://b/a", "--run=s3://b", "--replicas=2",
+                          "--engine", "vllm", "--engine", "echo", "--echo-delay-s", "1"]},
+            {"rephrase": ["rephrase", "--shard", "s3://b/c", "--run", "s3://b"]}]
+    argv = wave_entrypoint(plan, replicas=4)
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--shard"] == ["s3://b/a",
+                                                                          "s3://b/c"]
+    assert argv.count("--replicas") == 1 and argv[argv.index("--replicas") + 1] == "4"
+    assert not any(a.startswith("--replicas=") for a in argv)
+    assert argv[-6:] == ["--engine", "vllm", "--engine", "echo", "--echo-delay-s", "1"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import pickle
 import re
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase import engine_registry
 from synthfactory.rephrase.engine_registry import (
+    ALIASES,
     ENGINES,
     REGISTRY,
     EchoSettings,
@@ -34,9 +36,14 @@ from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.engines import EchoEngine, SlowEcho
 from tests.support.paths import ROOT
 
-ENGINE_NAMES = frozenset({"vllm", "openai", "echo", "endpoint"})
+ENGINE_NAMES = frozenset({"vllm", "openai", "echo", "endpoint", "offline"})
 PACKAGE = ROOT / "synthfactory"
 REGISTRY_DIR = Path(engine_registry.__file__).resolve().parent
+# every tree whose code runs an engine or renders its name: the engine, the Airflow layer
+# and the benchmarks (docs/adr/0144)
+SCANNED = ("synthfactory", "dags", "operators", "plugins", "benchmarks")
+# the names' own home, beside the registry: the contract module both sides read
+NAMES_MODULE = ROOT / "synthfactory/contract/engine_names.py"
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -71,11 +78,55 @@ def _pattern_names(pattern: ast.AST) -> set[str]:
     return found
 
 
+def _jinja_names(node) -> set[str]:
+    from jinja2 import nodes
+
+    if isinstance(node, nodes.Const) and isinstance(node.value, str):
+        return {node.value} & ENGINE_NAMES
+    if isinstance(node, nodes.Tuple | nodes.List):
+        return set().union(*(_jinja_names(e) for e in node.items)) if node.items else set()
+    return set()
+
+
+def _jinja_is_engine(node) -> bool:
+    from jinja2 import nodes
+
+    return any("engine" in (part.name if isinstance(part, nodes.Name) else part.attr
+                            if isinstance(part, nodes.Getattr) else "").lower()
+               for part in [node, *node.find_all((nodes.Name, nodes.Getattr))])
+
+
+def jinja_branches(template: str) -> list[tuple[str, set[str]]]:
+    """(the comparison, the names) for each comparison of an engine's name in a Jinja
+    template (``params.engine == 'endpoint'``, ``'vllm' != params.engine``)."""
+    from jinja2 import Environment, TemplateSyntaxError, nodes
+
+    try:
+        parsed = Environment().parse(template)
+    except TemplateSyntaxError:  # "{{" in a str.format pattern or a doc: not a template
+        return []
+    found = []
+    for compare in parsed.find_all(nodes.Compare):
+        sides = [compare.expr, *(op.expr for op in compare.ops)]
+        for i, side in enumerate(sides):
+            names = _jinja_names(side)
+            others = sides[:i] + sides[i + 1:]
+            if names and any(_jinja_is_engine(o) and not _jinja_names(o) for o in others):
+                found.append((template, names))
+                break
+    return found
+
+
 def engine_branches(source: str, filename: str) -> list[str]:
-    """``file:line: ...`` for each branch on an engine's name in ``source``."""
+    """``file:line: ...`` for each branch on an engine's name in ``source``, Python or
+    in a Jinja template written as a string in it."""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
-        if isinstance(node, ast.Compare):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and "{{" in node.value:
+            found += [(node.lineno, f"Jinja {code!r}", names)
+                      for code, names in jinja_branches(node.value)]
+        elif isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             for i, side in enumerate(sides):
                 names = _names(side)
@@ -99,19 +150,58 @@ def message(branches: list[str]) -> str:
               "each engine's module there) and call it through engine_kind(name)")
 
 
-def branches_under(package: Path, registry: Path, root: Path) -> list[str]:
+def branches_under(package: Path, registry: Path, root: Path,
+                   names_module: Path = NAMES_MODULE) -> list[str]:
     """Every branch on an engine's name in the modules under ``package``, those under
-    ``registry`` (the registry's own modules) left out; paths relative to ``root``."""
+    ``registry`` (the registry's own modules) and ``names_module`` left out; paths
+    relative to ``root``."""
     modules = sorted(p for p in package.rglob("*.py")
-                     if registry.resolve() not in p.resolve().parents)
+                     if registry.resolve() not in p.resolve().parents
+                     and p.resolve() != names_module.resolve())
     return [b for path in modules
             for b in engine_branches(path.read_text(), str(path.relative_to(root)))]
 
 
 def test_no_module_outside_the_registry_branches_on_an_engine_name():
     assert (PACKAGE / "rephrase/command.py").is_file() and REGISTRY_DIR.is_relative_to(PACKAGE)
-    branches = branches_under(PACKAGE, REGISTRY_DIR, ROOT)
+    branches = [b for tree in SCANNED for b in branches_under(ROOT / tree, REGISTRY_DIR, ROOT)]
     assert not branches, message(branches)
+
+
+def table_templates(table) -> list[str]:
+    """Every Jinja string the steps table renders: each flag's template and each step's
+    argv (a boolean flag's is built there), plan's rephrase options included."""
+    return [*(flag.template for step in table.STEPS.values() for flag in step.flags
+              if flag.template),
+            *(item for step in table.STEPS for item in table.argv(step) if "{{" in item),
+            *table.passed_on("rephrase")]
+
+
+def table_branches(table) -> list[str]:
+    return [f"the steps table: Jinja {code!r} branches on the engine's name "
+            f"({', '.join(sorted(names))})"
+            for template in table_templates(table) for code, names in jinja_branches(template)]
+
+
+def test_no_jinja_string_of_the_steps_table_compares_an_engine_name():
+    from synthfactory.contract import steps
+
+    assert any("params.engine" in t for t in table_templates(steps))
+    branches = table_branches(steps)
+    assert not branches, message(branches)
+
+
+def test_a_comparison_planted_in_a_table_template_is_found(monkeypatch):
+    from synthfactory.contract import steps
+
+    planted = "{{ 'endpoint' if params.engine == 'endpoint' else 'vllm' }}"
+    flags = tuple(dataclasses.replace(f, value=planted) if f.name == "--engine" else f
+                  for f in steps.SWEEP.flags)
+    monkeypatch.setitem(steps.STEPS, "sweep", dataclasses.replace(steps.SWEEP, flags=flags))
+    branches = table_branches(steps)
+    assert branches and all("params.engine == 'endpoint'" in b for b in branches)
+    with pytest.raises(AssertionError, match="the steps table: Jinja"):
+        assert not branches, message(branches)
 
 
 PLANTED = '''
@@ -171,6 +261,26 @@ def test_the_scan_fails_on_a_module_planted_in_the_tree_and_spares_the_registry(
         assert not branches, message(branches)
 
 
+PLANTED_JINJA = """
+def endpoint_kwargs():
+    return {"endpoint_conn_id":
+            "{{ params.endpoint_conn_id if params.engine in ['openai', 'endpoint'] else '' }}"}
+"""
+
+
+def test_a_jinja_comparison_planted_in_the_airflow_layer_is_found(tmp_path):
+    """The scan of operators/ over a copy holding a Jinja string that compares the
+    engine's name (the Airflow layer's way to branch): it fails, naming file and line."""
+    (tmp_path / "operators" / "runners").mkdir(parents=True)
+    (tmp_path / "operators" / "runners" / "planted.py").write_text(PLANTED_JINJA)
+    branches = branches_under(tmp_path / "operators", REGISTRY_DIR, tmp_path)
+    assert branches == ["operators/runners/planted.py:4: `Jinja \"{{ params.endpoint_conn_id "
+                        "if params.engine in ['openai', 'endpoint'] else '' }}\"` branches on "
+                        "the engine's name (endpoint, openai)"]
+    with pytest.raises(AssertionError, match="operators/runners/planted.py:4"):
+        assert not branches, message(branches)
+
+
 # -- the registry itself -------------------------------------------------------------
 
 def test_the_command_line_names_and_each_command_lists_its_engines():
@@ -224,3 +334,15 @@ def test_the_registry_and_the_commands_import_no_engine_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout
     assert out.strip() == "[]"
+
+
+def test_the_forms_names_are_the_registrys():
+    """One engine name (docs/adr/0144): the forms offer registry names, the command
+    line's former names are among the forms', and each maps to a registry name."""
+    from synthfactory.contract import engine_names
+
+    assert set(engine_names.FORM_ENGINES) <= set(ENGINES)
+    assert set(engine_names.SERVER_ENGINES) <= set(ENGINES)
+    assert ALIASES.items() <= engine_names.FORMER_NAMES.items()
+    assert set(engine_names.FORMER_NAMES.values()) <= set(ENGINES)
+    assert not set(engine_names.FORMER_NAMES) & set(ENGINES)
