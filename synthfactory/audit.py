@@ -40,6 +40,7 @@ import pyarrow as pa
 from synthfactory import storage
 from synthfactory.catalog import config
 from synthfactory.contract import RunFolder, paths
+from synthfactory.contract.run_format import registered_rows
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
@@ -426,11 +427,9 @@ def _audit_catalog(run_url: str, table: str, settings, documents: dict,
                                 "include_rejected": pa.array([], pa.bool_())})
     finally:
         config.close_catalog(catalog)
-    # a run registered before the quality gate registered every generated row
-    lineage_rows = [generated if registered is None else registered
-                    for generated, registered in zip(
-                        lineage.column("rows_generated").to_pylist(),
-                        lineage.column("rows_registered").to_pylist(), strict=True)]
+    # a run registered before the quality gate: every generated row (run_format.py)
+    lineage_rows = [registered_rows(row) for row in
+                    lineage.select(["rows_generated", "rows_registered"]).to_pylist()]
     include_rejected = any(lineage.column("include_rejected").to_pylist())
     if lineage_rows != [rows.num_rows]:
         report.problems.append(

@@ -61,6 +61,9 @@ class ShardsJson(TypedDict):
     max_model_len: int  # the window the prompts were cut for; plan passes it to rephrase
     seed: int
     files: int  # seed files the manifest listed
+    # the folder's format (contract/run_format.py RUN_FORMAT); a folder of an older engine
+    # has none, and its readers tell its format from what its files lack
+    run_format: int
 
 
 # -- generated/{shard}/_COMMITTED.json (rephrase) --------------------------------------

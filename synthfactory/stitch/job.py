@@ -10,7 +10,7 @@ from functools import partial
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.contract import ShardsJson, paths
+from synthfactory.contract import RUN_FORMAT, ShardsJson, paths
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
@@ -357,6 +357,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         "max_model_len": cfg.max_model_len,
         "seed": cfg.seed,
         "files": len(cfg.files),
+        "run_format": RUN_FORMAT,  # what the folder's readers upgrade from (run_format.py)
     }
     pause_point("stitch:before-shards-json")
     storage.write_json(cfg.run.shards_json, plan)

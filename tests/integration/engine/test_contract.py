@@ -23,10 +23,11 @@ import pytest
 import synthfactory.contract as contract
 from synthfactory import storage
 from synthfactory.audit import audit
-from synthfactory.contract import RunFolder, build_report, paths, shard_figures
+from synthfactory.contract import RunFolder, paths
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
+from synthfactory.report_figures import build_report, shard_figures
 from tests.support.contract_shapes import CONTRACTS_MD, check, documented_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(

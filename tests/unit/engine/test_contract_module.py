@@ -13,16 +13,9 @@ from pathlib import Path
 import pytest
 
 import synthfactory.contract as contract
-from synthfactory.contract import (
-    NO_PASSWORD_PATTERN,
-    STYLES,
-    RunFolder,
-    build_report,
-    has_password,
-    reason_kind,
-    shard_figures,
-)
+from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, RunFolder, has_password
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError, same_kind
+from synthfactory.report_figures import build_report, reason_kind, shard_figures
 from tests.support.contract_shapes import CONTRACTS_MD, documented_keys, shape_paths
 from tests.support.paths import ROOT
 
