@@ -117,7 +117,7 @@ class RunFolder:
         shards = []
         for entry in (plan or {}).get("shards") or []:
             name = entry["name"]
-            shard = self.shard(entry)
+            shard = ShardFiles(entry, self.commit(name), self.validation(name))  # upgraded below
             if shard.commit is None:
                 missing.append(not_written(paths.commit(name), paths.COMMITTED))
             if shard.validation is None:
