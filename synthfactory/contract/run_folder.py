@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from synthfactory.contract import paths
+from synthfactory.contract.report_shapes import (
+    ReportJson,
+)
 from synthfactory.contract.run_format import RUN_FORMAT, upgrade, upgrade_shard
 from synthfactory.contract.shapes import (
     CommittedJson,
     JoinedJson,
     ManifestSummary,
-    ReportJson,
     ShardEntry,
     ShardsJson,
     ValidationJson,

@@ -22,7 +22,13 @@ import numpy as np
 
 from synthfactory import storage
 from synthfactory.contract import ReportJson, ReportShard, RunFiles, ShardFiles, paths
-from synthfactory.contract.shapes import ReportExample, ReportRejectedExample, ShardsJson
+from synthfactory.contract.report_shapes import (
+    ReportExample,
+    ReportRejectedExample,
+)
+from synthfactory.contract.shapes import (
+    ShardsJson,
+)
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.quality.reasons import REASONS

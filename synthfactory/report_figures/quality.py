@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from synthfactory.contract.report_shapes import (
+    ReportDomainYield,
+    ReportQuality,
+    ReportRejectedExample,
+)
 from synthfactory.contract.run_folder import RunFiles
-from synthfactory.contract.shapes import ReportDomainYield, ReportQuality, ReportRejectedExample
 from synthfactory.report_figures.counts import per_second, share
 
 

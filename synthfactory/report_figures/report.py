@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from synthfactory.contract.run_folder import RunFiles
-from synthfactory.contract.shapes import (
+from synthfactory.contract.report_shapes import (
     ReportCost,
     ReportExample,
     ReportJson,
@@ -12,6 +11,7 @@ from synthfactory.contract.shapes import (
     ReportShard,
     ReportStitch,
 )
+from synthfactory.contract.run_folder import RunFiles
 from synthfactory.report_figures.counts import (
     BELOW_MIN_QUALITY,
     NO_QUALITY,

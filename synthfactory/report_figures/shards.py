@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from synthfactory.contract.report_shapes import (
+    ReportProgress,
+    ReportShard,
+)
 from synthfactory.contract.run_folder import RunFiles, ShardFiles
-from synthfactory.contract.shapes import ReportProgress, ReportShard
 from synthfactory.report_figures.counts import per_second, share
 
 ENGINE_CHOICE_KEYS = ("dtype", "dtype_reason", "engine_core", "hardware", "tuned")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from synthfactory.contract.report_shapes import (
+    ReportAttempts,
+    ReportTokenYield,
+)
 from synthfactory.contract.run_folder import RunFiles
-from synthfactory.contract.shapes import ReportAttempts, ReportTokenYield
 from synthfactory.report_figures.counts import share
 
 
