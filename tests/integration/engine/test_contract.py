@@ -146,7 +146,7 @@ def test_contracts_md_lists_what_is_written(written, name):
 
 
 def test_the_json_only_figures_are_the_reports(written):
-    """What the UI shows for a run without report.json (the contract's build_report on
+    """What the UI shows for a run without report.json (report_figures' build_report on
     the JSON files alone) equals report.json wherever it does not need the parquet."""
     (_, report), = written.of("ReportJson")
     files = RunFolder(written.run_url, storage.read_json_or_none).read()
