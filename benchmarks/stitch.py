@@ -48,10 +48,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import print_machine, result_line  # noqa: E402
 from stitch_baseline import read_prompts, stitch_baseline  # noqa: E402
 
-from synthfactory.contract import reason_kind  # noqa: E402
 from synthfactory.corpus import iter_docstrings  # noqa: E402
 from synthfactory.layout import RunLayout  # noqa: E402
 from synthfactory.model import default_model_dir  # noqa: E402
+from synthfactory.report_figures import reason_kind  # noqa: E402
 from synthfactory.stitch import tokens  # noqa: E402
 from synthfactory.stitch.command import manifest_files  # noqa: E402
 from synthfactory.stitch.templates import load_templates  # noqa: E402

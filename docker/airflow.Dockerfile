@@ -14,13 +14,15 @@ RUN pip install --no-cache-dir \
       "prometheus_client==0.26.0"
 
 # The Airflow layer installs as a package (synthfactory_airflow.operators, .plugins) with
-# the engine's stdlib-only contract module, and nothing else of the engine's code (one
-# data file: the shipped routing table): one copy, imported the same way as in the
+# the engine's stdlib-only contract module and the report's figures (the Run report
+# computes them for a run without report.json; docs/adr/0146), and nothing else of the
+# engine's code (one data file: the shipped routing table): one copy, imported the same way as in the
 # development environment. The run report plugin registers through the package's entry
 # point, so the plugins folder stays empty (docs/adr/0110).
 COPY --chown=50000:0 pyproject.toml setup.py README.md /opt/synthfactory/
 COPY --chown=50000:0 synthfactory/__init__.py /opt/synthfactory/synthfactory/__init__.py
 COPY --chown=50000:0 synthfactory/contract/ /opt/synthfactory/synthfactory/contract/
+COPY --chown=50000:0 synthfactory/report_figures/ /opt/synthfactory/synthfactory/report_figures/
 # the shipped routing table, as data: the trigger form's `routing` Param lists its routes
 # (synthfactory/contract/routing_form.py reads it beside the contract; ADR 0139)
 COPY --chown=50000:0 synthfactory/templates/routing.json /opt/synthfactory/synthfactory/templates/routing.json

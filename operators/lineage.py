@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlparse
 
-from synthfactory.contract import RunFolder, paths, steps
+from synthfactory.contract import RunFolder, ShardEntry, paths, steps
 from synthfactory.contract.names import DEFAULT_CATALOG_NAME
 
 log = logging.getLogger(__name__)
@@ -174,14 +174,17 @@ def _from_run_folder(run: RunFolder, shard_urls: list[str], fields: dict[str, An
     if not fields["templates"]:
         fields["templates"] = template_entries((run.shards_plan() or {}).get("templates"))
     names = _shard_names(shard_urls, run)
-    commits = [c for c in (run.commit(n) for n in names) if c]
+    # in the current shape, whatever engine wrote them (contract/run_format.py)
+    shards = [run.shard(cast(ShardEntry, {"name": n})) for n in names]  # a name: all it reads
+    commits = [s.commit for s in shards if s.commit]
     if model is None:
         model = ", ".join(sorted({str(c["model"]) for c in commits if c.get("model")})) or None
     rows = dict(rows)
     if rows["quarantined"] is None and commits:
         rows["quarantined"] = sum(int(c.get("rows_quarantined") or 0) for c in commits)
     if step != "rephrase" and (rows["usable"] is None or rows["rejected"] is None):
-        qualities = [(v.get("quality") or {}) for v in (run.validation(n) for n in names) if v]
+        # quality None: validated before the gate, no verdicts to count
+        qualities = [s.validation["quality"] or {} for s in shards if s.validation]
         if qualities:
             for verdict in ("usable", "rejected"):
                 if rows[verdict] is None:

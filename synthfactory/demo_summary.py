@@ -6,8 +6,9 @@ import argparse
 import textwrap
 
 from synthfactory import hardware, storage
-from synthfactory.contract import ReportJson, build_report, paths, shard_figures
+from synthfactory.contract import ReportJson, paths
 from synthfactory.layout import RunLayout
+from synthfactory.report_figures import build_report, shard_figures
 
 LABEL = 24  # the width of the first column
 

@@ -17,13 +17,7 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from synthfactory import storage
-from synthfactory.contract import (
-    CommittedJson,
-    RunFolder,
-    ShardEntry,
-    ShardsJson,
-    ValidationJson,
-)
+from synthfactory.contract import CommittedJson, ShardFiles, ShardsJson, ValidationJson
 from synthfactory.contract.paths import COMMITTED
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
@@ -80,12 +74,11 @@ def read_committed_run(run_url: str, step: str = "register") -> CommittedRun:
 
     uncommitted, problems, shards = [], [], []
     for entry in entries:
-        name = entry["name"]
-        commit = folder.commit(name)
-        if commit is None:
-            uncommitted.append(name)
+        files = folder.shard(entry)  # in the current shape, whatever engine wrote it
+        if files.commit is None:
+            uncommitted.append(entry["name"])
             continue
-        shard, shard_problems = _read_shard(folder, layout, entry, commit)
+        shard, shard_problems = _read_shard(layout, files, files.commit)
         shards.append(shard)
         problems += shard_problems
 
@@ -114,10 +107,9 @@ def read_committed_run(run_url: str, step: str = "register") -> CommittedRun:
     return CommittedRun(layout.run_url, shards_json, tuple(shards))
 
 
-def _read_shard(
-    folder: RunFolder, layout: RunLayout, entry: ShardEntry, commit: CommittedJson
-) -> tuple[CommittedShard, list[str]]:
-    name = entry["name"]
+def _read_shard(layout: RunLayout, files: ShardFiles,
+                commit: CommittedJson) -> tuple[CommittedShard, list[str]]:
+    entry, name = files.entry, files.name
     commit_url = layout.commit(name)
     problems = []
     missing = [
@@ -166,7 +158,7 @@ def _read_shard(
         )
 
     validation_url = layout.shard_validation(name)
-    validation = folder.validation(name)
+    validation = files.validation
     if validation is None:
         problems.append(f"{validation_url}: not found; run `synthfactory validate` first")
     elif int(validation.get("rows", -1)) != generated:
@@ -176,7 +168,8 @@ def _read_shard(
         )
     verdicts_url = layout.shard_verdicts(name)
     verdict_rows = _parquet_rows(verdicts_url)
-    if validation is not None and (verdict_rows is None or "quality" not in validation):
+    # quality None: validated before the gate (contract/run_format.py)
+    if validation is not None and (verdict_rows is None or validation["quality"] is None):
         problems.append(f"{verdicts_url}: not found; the shard was validated before the "
                         "quality gate: run `synthfactory validate` for it again")
     elif verdict_rows is not None and verdict_rows != generated:

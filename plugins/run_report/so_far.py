@@ -1,23 +1,18 @@
 """What a run folder shows before its report.json exists (run in progress, or failed
 before ``write_report``): the steps' own JSON files, shaped like report.json's figures.
 
-Only JSON is read (docs/contracts.md), through the engine's contract module, the one
-piece of the engine the Airflow layer imports: the same reader and the same figures
-as ``synthfactory report``, the quality gate's counts included (they are in the
-validation files). Figures that need the parquet parts (quarantine reasons at rephrase,
-length histograms, examples, rejected examples) wait for the report.
+Only JSON is read (docs/contracts.md), through the two pieces of the engine the Airflow
+layer imports: the contract's reader and ``synthfactory.report_figures`` (docs/adr/0146),
+the same reader and the same figures as ``synthfactory report``, the quality gate's
+counts included (they are in the validation files). Figures that need the parquet
+parts (quarantine reasons at rephrase, length histograms, examples, rejected examples)
+wait for the report.
 """
 
 from __future__ import annotations
 
-from synthfactory.contract import (
-    ReportView,
-    RunFolder,
-    build_report,
-    not_written,
-    paths,
-    shard_figures,
-)
+from synthfactory.contract import ReportView, RunFolder, not_written, paths
+from synthfactory.report_figures import build_report, shard_figures
 from synthfactory_airflow.plugins.run_report import run_files
 
 

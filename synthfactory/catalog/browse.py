@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from synthfactory.catalog import config
 from synthfactory.catalog.command import RUNS_TABLE, runs_table_of
 from synthfactory.catalog.iceberg_table import split_identifier
+from synthfactory.contract.run_format import registered_rows
 from synthfactory.errors import PermanentError
 
 TOTALLED = (
@@ -97,9 +98,7 @@ def show_table(catalog, settings: config.CatalogSettings, identifier: str) -> di
         print(f"runs ({len(runs)}):")
         print(_format_rows(runs, RUN_COLUMNS))
         print("totals: " + "  ".join(f"{k} {v}" for k, v in totals.items()))
-        # runs registered before the quality gate have no rows_registered: all generated
-        accounted = sum(run.get("rows_registered") if run.get("rows_registered") is not None
-                        else run.get("rows_generated") or 0 for run in runs)
+        accounted = sum(registered_rows(run) for run in runs)  # old runs: run_format.py
         if accounted != stats["rows"]:
             print(
                 f"note: the table holds {stats['rows']} rows but its runs account for "

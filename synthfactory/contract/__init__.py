@@ -6,11 +6,16 @@ library only, so the Airflow image carries it without the engine. It holds what 
 side would otherwise spell on its own (docs/contracts.md):
 
 - ``paths``: the run folder's layout and file names;
-- ``shapes``: TypedDicts of every JSON file of a run and of the plan's summary;
+- ``shapes``: TypedDicts of every JSON file the steps write and of the plan's summary;
+- ``report_shapes``: TypedDicts of report.json and the Run report's view of it;
 - ``names``: exit codes, environment variable names, the shipped styles;
 - ``catalog_uri``: the default catalog and the "no password in a URI" rule;
 - ``run_folder``: the one reader of a run folder's JSON files (the caller brings I/O);
-- ``report_figures``: report.json's figures that those JSON files give.
+- ``run_format``: the run folder's format version, and the one upgrade of an older
+  folder's files to the current shape, which that reader applies.
+
+Report arithmetic is not here: ``synthfactory.report_figures``, the library both sides
+may also import, computes report.json's figures from these shapes (docs/adr/0146).
 """
 
 from synthfactory.contract import paths
@@ -45,25 +50,7 @@ from synthfactory.contract.names import (
     STYLES,
     TRY_NUMBER_ENV,
 )
-from synthfactory.contract.report_figures import (
-    build_report,
-    count_kinds,
-    reason_kind,
-    shard_figures,
-)
-from synthfactory.contract.run_folder import RunFiles, RunFolder, ShardFiles, not_written
-from synthfactory.contract.shapes import (
-    CommitAttempts,
-    CommitPart,
-    CommittedJson,
-    CommitTimings,
-    JoinedJson,
-    JoinedTemplate,
-    LengthStats,
-    ManifestSummary,
-    PlanGroup,
-    QualityCounts,
-    QuarantinePart,
+from synthfactory.contract.report_shapes import (
     ReportCost,
     ReportDomainYield,
     ReportExample,
@@ -81,6 +68,21 @@ from synthfactory.contract.shapes import (
     ReportTemplateYield,
     ReportTokens,
     ReportView,
+)
+from synthfactory.contract.run_folder import RunFiles, RunFolder, ShardFiles, not_written
+from synthfactory.contract.run_format import RUN_FORMAT
+from synthfactory.contract.shapes import (
+    CommitAttempts,
+    CommitPart,
+    CommittedJson,
+    CommitTimings,
+    JoinedJson,
+    JoinedTemplate,
+    LengthStats,
+    ManifestSummary,
+    PlanGroup,
+    QualityCounts,
+    QuarantinePart,
     RoutingEntry,
     ShardEntry,
     ShardsJson,
@@ -107,7 +109,5 @@ __all__ = [
     "ShardFiles", "RoutingEntry", "ShardsJson", "TemplateEntry", "TemplateYield",
     "ValidationFlags", "ValidationJson",
     "JoinedJson", "JoinedTemplate",
-    "build_report",
-    "count_kinds", "default_catalog_uri", "has_password", "not_written", "paths", "reason_kind",
-    "shard_figures",
+    "RUN_FORMAT", "default_catalog_uri", "has_password", "not_written", "paths",
 ]

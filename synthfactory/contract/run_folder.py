@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from synthfactory.contract import paths
+from synthfactory.contract.report_shapes import (
+    ReportJson,
+)
+from synthfactory.contract.run_format import RUN_FORMAT, upgrade, upgrade_shard
 from synthfactory.contract.shapes import (
     CommittedJson,
     JoinedJson,
     ManifestSummary,
-    ReportJson,
     ShardEntry,
     ShardsJson,
     ValidationJson,
@@ -56,13 +59,16 @@ class ShardFiles:
 
 @dataclass(frozen=True)
 class RunFiles:
-    """Every JSON file of a run, and one ``missing`` line per file not written yet."""
+    """Every JSON file of a run, and one ``missing`` line per file not written yet; in
+    the current shape once ``RunFolder.read`` has upgraded it (run_format.py)."""
 
     manifest: ManifestSummary | None
     plan: ShardsJson | None
     shards: tuple[ShardFiles, ...]
     missing: tuple[str, ...]
     joined: JoinedJson | None = None  # join_chunks' summary, once every group is done
+    format: int = RUN_FORMAT  # the format the folder was written in (run_format.py)
+    outdated: tuple[str, ...] = ()  # one line per file an older engine left short
 
 
 class RunFolder:
@@ -94,8 +100,15 @@ class RunFolder:
     def report(self) -> ReportJson | None:
         return cast(ReportJson | None, self._read(paths.REPORT_JSON))
 
+    def shard(self, entry: ShardEntry) -> ShardFiles:
+        """One shard's JSON files so far, in the current shape (``upgrade_shard``): for a
+        reader of a few shards, where ``read`` would read them all."""
+        name = entry["name"]
+        return upgrade_shard(ShardFiles(entry, self.commit(name), self.validation(name)))
+
     def read(self) -> RunFiles:
-        """Whatever stage the run reached: absent files become ``missing`` lines."""
+        """Whatever stage the run reached: absent files become ``missing`` lines; a folder
+        of an older format comes back upgraded to the current shape (``upgrade``)."""
         missing = []
         manifest = self.manifest_summary()
         if manifest is None:
@@ -106,7 +119,7 @@ class RunFolder:
         shards = []
         for entry in (plan or {}).get("shards") or []:
             name = entry["name"]
-            shard = ShardFiles(entry, self.commit(name), self.validation(name))
+            shard = ShardFiles(entry, self.commit(name), self.validation(name))  # upgraded below
             if shard.commit is None:
                 missing.append(not_written(paths.commit(name), paths.COMMITTED))
             if shard.validation is None:
@@ -115,4 +128,4 @@ class RunFolder:
         joined = self.joined()
         if joined is None and plan is not None:  # as the shards' lines: once there is a plan
             missing.append(not_written(paths.JOINED_SUMMARY))
-        return RunFiles(manifest, plan, tuple(shards), tuple(missing), joined)
+        return upgrade(RunFiles(manifest, plan, tuple(shards), tuple(missing), joined))

@@ -6,8 +6,9 @@ the quarantine parts, the validation stats and the quality gate's rejected rows.
 Nothing is required: a missing piece becomes a line in ``missing`` and the figures it
 would have fed stay empty, so a failed or running run still gets a report of what exists.
 
-The JSON files are read and turned into figures by the contract (``RunFolder``,
-``build_report``), as the UI does for a run without a report; this module adds what
+The JSON files are read by the contract's ``RunFolder`` (upgraded to the current shape
+whatever engine wrote them) and turned into figures by ``synthfactory.report_figures``,
+as the UI does for a run without a report; this module adds what
 needs the parquet parts: rows of unfinished shards, reasons, lengths, examples, and one
 rejected row per reason beside its source.
 """
@@ -20,20 +21,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from synthfactory import storage
-from synthfactory.contract import (
-    ReportJson,
-    ReportShard,
-    ShardFiles,
-    build_report,
-    count_kinds,
-    paths,
-    shard_figures,
+from synthfactory.contract import ReportJson, ReportShard, RunFiles, ShardFiles, paths
+from synthfactory.contract.report_shapes import (
+    ReportExample,
+    ReportRejectedExample,
 )
-from synthfactory.contract.shapes import ReportExample, ReportRejectedExample, ShardsJson
+from synthfactory.contract.shapes import (
+    ShardsJson,
+)
 from synthfactory.errors import SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.quality.reasons import REASONS
 from synthfactory.quality.source import source_of
+from synthfactory.report_figures import build_report, count_kinds, shard_figures
 from synthfactory.stitch.templates import load_used
 from synthfactory.validate import length_stats  # the same statistics as validation/*.json
 
@@ -90,7 +90,7 @@ def collect(run_url: str, gpu_hour_usd: float) -> tuple[ReportJson, Lengths]:
         lengths={"prompt_tokens": length_stats(np.asarray(lengths.prompt)),
                  "output_tokens": length_stats(np.asarray(lengths.output))},
         examples=_examples(layout, plan),
-        rejected_examples=_rejected_examples(layout, plan),
+        rejected_examples=_rejected_examples(layout, files),
     )
     return report, lengths
 
@@ -155,15 +155,18 @@ def _pair(row: dict, layout: RunLayout) -> ReportExample:
     }
 
 
-def _rejected_examples(layout: RunLayout, plan: ShardsJson) -> list[ReportRejectedExample]:
+def _rejected_examples(layout: RunLayout, files: RunFiles) -> list[ReportRejectedExample]:
     """One rejected row per reason, in the order the gate lists reasons: a row rejected
     for that reason alone where there is one (it shows the reason best), else the first."""
     alone: dict[str, dict] = {}
     first: dict[str, dict] = {}
-    for entry in plan.get("shards") or []:
-        url = layout.shard_rejected(entry["name"])
-        if not storage.exists(url):  # not validated yet, or validated before the gate
+    for shard in files.shards:
+        url = layout.shard_rejected(shard.name)
+        # validated before the gate (quality None: contract/run_format.py), or not yet
+        before_gate = shard.validation is not None and shard.validation["quality"] is None
+        if before_gate or not storage.exists(url):
             continue
+        entry = shard.entry
         rows = storage.read_table(url, columns=["row", "id", "template_id", "reasons"])
         for index, row in enumerate(rows.to_pylist()):  # output texts: of the picked only
             row = {**row, "shard": entry, "url": url, "index": index}

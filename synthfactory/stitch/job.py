@@ -13,7 +13,7 @@ from functools import partial
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.contract import ShardsJson
+from synthfactory.contract import RUN_FORMAT, ShardsJson
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
@@ -312,6 +312,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         "max_model_len": cfg.max_model_len,
         "seed": cfg.seed,
         "files": len(cfg.files),
+        "run_format": RUN_FORMAT,  # what the folder's readers upgrade from (run_format.py)
     }
     pause_point("stitch:before-shards-json")
     storage.write_json(cfg.run.shards_json, plan)

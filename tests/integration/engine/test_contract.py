@@ -23,10 +23,11 @@ import pytest
 import synthfactory.contract as contract
 from synthfactory import storage
 from synthfactory.audit import audit
-from synthfactory.contract import RunFolder, build_report, paths, shard_figures
+from synthfactory.contract import RunFolder, paths
 from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
+from synthfactory.report_figures import build_report, shard_figures
 from tests.support.contract_shapes import CONTRACTS_MD, check, documented_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -145,7 +146,7 @@ def test_contracts_md_lists_what_is_written(written, name):
 
 
 def test_the_json_only_figures_are_the_reports(written):
-    """What the UI shows for a run without report.json (the contract's build_report on
+    """What the UI shows for a run without report.json (report_figures' build_report on
     the JSON files alone) equals report.json wherever it does not need the parquet."""
     (_, report), = written.of("ReportJson")
     files = RunFolder(written.run_url, storage.read_json_or_none).read()

@@ -12,13 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthfactory import cli, storage
-from synthfactory.contract import RunFolder, build_report, shard_figures
+from synthfactory.contract import RunFolder
 from synthfactory.demo_summary import LABEL, quality_lines
 from synthfactory.errors import PermanentError
 from synthfactory.join import join_run
 from synthfactory.layout import RunLayout
 from synthfactory.rephrase.engines import Completion, EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
+from synthfactory.report_figures import build_report, shard_figures
 from synthfactory.stitch.prompt_table import prompt_table
 from synthfactory.stitch.reader import read_documents
 from synthfactory.stitch.templates import load_template

@@ -68,13 +68,16 @@ def image_wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 
 def test_image_wheel_holds_the_airflow_layer_and_the_contract_only(image_wheel):
+    """The contract and the report's figures (the two packages the wall lets through:
+    pyproject's [tool.importlinter], docs/adr/0146) and no other engine code."""
     names = image_wheel.namelist()
     assert "synthfactory_airflow/operators/settings.py" in names
     assert "synthfactory_airflow/plugins/run_report/plugin.py" in names
     assert "synthfactory_airflow/plugins/run_report/templates/report.html" in names
     assert any(n.startswith("synthfactory/contract/") for n in names)
-    engine = [n for n in names if n.startswith("synthfactory/")
-              and not n.startswith(("synthfactory/contract/", "synthfactory/__init__"))]
+    assert "synthfactory/report_figures/__init__.py" in names
+    shared = ("synthfactory/contract/", "synthfactory/report_figures/", "synthfactory/__init__")
+    engine = [n for n in names if n.startswith("synthfactory/") and not n.startswith(shared)]
     assert engine == [ROUTING_TABLE]  # no engine code in the Airflow image: one data file
     assert not any(n.startswith(("operators/", "plugins/")) for n in names)
 

@@ -13,16 +13,9 @@ from pathlib import Path
 import pytest
 
 import synthfactory.contract as contract
-from synthfactory.contract import (
-    NO_PASSWORD_PATTERN,
-    STYLES,
-    RunFolder,
-    build_report,
-    has_password,
-    reason_kind,
-    shard_figures,
-)
+from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, RunFolder, has_password
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError, same_kind
+from synthfactory.report_figures import build_report, reason_kind, shard_figures
 from tests.support.contract_shapes import CONTRACTS_MD, documented_keys, shape_paths
 from tests.support.paths import ROOT
 
@@ -161,3 +154,17 @@ def test_a_run_without_commits_reads_as_missing_and_counts_nothing():
     assert report["stitch"]["quarantined_by_reason"] == {"too long for the context window": 1}
     assert report["shards"][0]["rows_in"] == 4 and report["shards"][0]["committed"] is False
     assert report["rephrase"]["rows_generated"] == 0 == report["tokens"]["output"]
+
+
+def test_the_report_figures_import_only_the_standard_library_and_the_contract():
+    """The Airflow image carries synthfactory/report_figures/ beside the contract and
+    nothing else of the engine (docs/adr/0146): an import of anything else would fail
+    in the API server."""
+    files = sorted((ROOT / "synthfactory" / "report_figures").glob("*.py"))
+    assert files
+    ours = ("synthfactory.contract", "synthfactory.report_figures")
+    outside = {str(p.relative_to(ROOT)): sorted(
+        n for n in _imported(p) if n.split(".")[0] not in sys.stdlib_module_names
+        and n not in ours and not n.startswith(tuple(f"{o}." for o in ours)))
+        for p in files}
+    assert {k: v for k, v in outside.items() if v} == {}

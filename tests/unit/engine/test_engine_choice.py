@@ -156,7 +156,7 @@ def test_the_report_counts_each_distinct_engine_choice_once():
     without a choice (echo, an endpoint) adds none."""
     from types import SimpleNamespace
 
-    from synthfactory.contract.report_figures import engine_choices
+    from synthfactory.report_figures import engine_choices
 
     avx2 = choose(AVX2, {}, None).record
     amx = choose(SAPPHIRE, {}, None).record

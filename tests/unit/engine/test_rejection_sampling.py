@@ -266,7 +266,8 @@ def test_the_audit_accounts_for_every_attempt(tmp_path):
     """The audit's attempt checks on a real shard's parts: clean as written; an attempt
     deleted, one written twice, or a generated row that is not its chosen attempt, each
     named (and counted lost or duplicated)."""
-    from synthfactory.audit import AuditReport, _audit_attempts
+    from synthfactory.audit import AuditReport
+    from synthfactory.audit.outputs import _audit_attempts
 
     run, shard = _shard(tmp_path, 3)
     script = {0: [(GOOD, "stop")], 1: [(LOOP, "stop"), (GOOD, "stop")],

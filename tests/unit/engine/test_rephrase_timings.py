@@ -10,9 +10,10 @@ import time
 import pytest
 
 from synthfactory import cli, storage
-from synthfactory.contract import RunFolder, build_report, paths, shard_figures
+from synthfactory.contract import RunFolder, paths
 from synthfactory.rephrase.engine_spec import EngineSpec
 from synthfactory.rephrase.engines import SlowEcho
+from synthfactory.report_figures import build_report, shard_figures
 from tests.support.shards import write_prompt_shard
 
 STARTUP_S = 0.4  # the slow-starting engine's start-up

@@ -6,7 +6,8 @@ The same build_report makes report.json and the UI's view so far."""
 from __future__ import annotations
 
 from synthfactory import storage
-from synthfactory.contract import RunFolder, build_report, shard_figures
+from synthfactory.contract import RunFolder
+from synthfactory.report_figures import build_report, shard_figures
 from tests.support.run_folders import build_run
 
 
