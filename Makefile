@@ -32,7 +32,7 @@ export AIRFLOW__CORE__PARALLELISM ?= $(CORES)
 export AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG ?= $(CORES)
 export AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES ?= 1
 
-.PHONY: setup demo test lint corpus model clean-demo standalone browser kube-control-plane \
+.PHONY: setup demo test lint corpus model clean-demo standalone celery browser kube-control-plane \
         test-prerequisites setup-and-browser check-gpu-image check prometheus
 
 setup: .venv/.ok .venv-worker/.ok var/models/SmolLM2-135M-Instruct/config.json
@@ -110,6 +110,12 @@ demo: setup corpus $(AIRFLOW_HOME)/airflow.db
 standalone: setup corpus $(AIRFLOW_HOME)/airflow.db
 	@$(LOCAL_AIRFLOW) prepare
 	PATH="$(HOME_DIR)/.venv/bin:$$PATH" $(AIRFLOW) standalone  # it starts `airflow ...` from PATH
+
+# Airflow as platform teams run it: the CeleryExecutor (Redis broker, PostgreSQL), the
+# scheduler, API server, DAG processor, triggerer and two Celery workers, each its own
+# process (docs/celery.md). Ctrl-C stops them all.
+celery: setup corpus
+	PATH="$(HOME_DIR)/.venv/bin:$$PATH" .venv/bin/python scripts/celery_airflow.py
 
 # The README's picture (docs/img/run-report.png): the Run report tab of the latest
 # successful run, after `make demo`, from the UI of `make standalone` running in another

@@ -81,8 +81,25 @@ def check_params_task(known: Iterable[str]):
         if deprecated:
             logging.getLogger(__name__).warning(deprecated)
         found = problems(params or {}, (dag_run.conf if dag_run else None) or {}, names)
+        found += deployment_problems(params or {})
         if found:
             raise AirflowFailException("the run's Params break a rule: " + "; ".join(found))
         return {"checked": names}
 
     return check_params()
+
+
+def deployment_problems(params: Mapping[str, Any]) -> list[str]:
+    """The executor's demands on the run (operators/celery_checks.py); none under the
+    LocalExecutor."""
+    from airflow.configuration import conf
+
+    from synthfactory_airflow.operators import celery_checks
+    from synthfactory_airflow.operators.settings import Settings
+
+    if not celery_checks.executor_is_celery(conf.get("core", "executor")):
+        return []
+    settings = Settings()
+    return celery_checks.problems(
+        params, settings,
+        celery_checks.needed_queues(settings, conf.get("operators", "default_queue")))

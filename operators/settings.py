@@ -93,6 +93,17 @@ class Settings:
     spark_service_account: str = field(default_factory=lambda: _env(
         "SYNTHFACTORY_SPARK_SERVICE_ACCOUNT", "synthfactory-spark"))
 
+    # CeleryExecutor (docs/celery.md): the Celery queue of a step's task, by its kind in
+    # the steps table, so that a GPU worker (`airflow celery worker --queues gpu`) takes
+    # only GPU steps; the LocalExecutor ignores queues. Tasks that are no step (the
+    # Params check, the capacity sensor, the report) go to Airflow's default queue.
+    cpu_queue: str = field(default_factory=lambda: _env("SYNTHFACTORY_CPU_QUEUE", "cpu"))
+    gpu_queue: str = field(default_factory=lambda: _env("SYNTHFACTORY_GPU_QUEUE", "gpu"))
+    # CeleryExecutor: a task may run on any worker, so a file:// location is refused by
+    # check_params unless every worker mounts the same disk (NFS and the like): set 1
+    workers_share_disk: bool = field(default_factory=lambda: _env(
+        "SYNTHFACTORY_WORKERS_SHARE_DISK", "0") == "1")
+
     # where steps and the capacity sensor push their metrics (docs/metrics.md), host:port
     # or a URL; empty: nothing pushed. Read again at run time from the same variable: the
     # local runner passes it to its steps, the sensor reads it in the worker.
@@ -138,6 +149,11 @@ class Settings:
             return []
         return steps.options("rephrase", {"--engine": "echo",
                                           "--echo-delay-s": f"{self.dry_run_echo_delay_s:g}"})
+
+    def queue_for(self, kind: str) -> str:
+        """The Celery queue of a step of ``kind`` (the steps table's: a Spark driver is
+        CPU work)."""
+        return self.gpu_queue if kind == steps.GPU else self.cpu_queue
 
     def url(self, *parts: str) -> str:
         return "file://" + str(Path(self.home, *parts))

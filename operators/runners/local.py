@@ -32,6 +32,9 @@ class LocalRunner(Runner):
             # pool, one slot per GPU (1 without); size it in Admin > Pools (docs/adr/0126).
             # CPU steps are bounded by Airflow's parallelism (the core count).
             **({"pool": self.settings.gpu_pool} if kind == "gpu" else {}),
+            # the worker that runs the task runs the step: under the CeleryExecutor a GPU
+            # step goes to a GPU worker's queue (docs/celery.md)
+            "queue": self.settings.queue_for(kind),
         }
 
     @property
