@@ -15,7 +15,7 @@ from synthfactory import cli, storage
 def _plan(tmp_path, capsys, shards: int, *flags: str) -> list[dict]:
     run = f"file://{tmp_path}/run"
     entries = [{"name": f"shard-{i:05d}", "url": f"{run}/prompts/shard-{i:05d}.parquet",
-                "rows": 2, "tokens": 100 + i} for i in range(shards)]
+                "rows": 2, "tokens": 100} for i in range(shards)]
     storage.write_json(f"{run}/prompts/shards.json", {"shards": entries})
     assert cli.main(["plan", "--run", run, *flags, "--", "--engine", "echo"]) == 0
     return json.loads(capsys.readouterr().out.splitlines()[-1])  # the summary line
