@@ -31,7 +31,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +106,8 @@ class CeleryRun:
 
     def tail(self) -> str:
         logs = self.home / "airflow" / "logs" / "celery-deployment"
-        return "\n".join(f"== {p.name}\n{p.read_text()[-2500:]}" for p in sorted(logs.glob("*.log")))
+        return "\n".join(f"== {p.name}\n{p.read_text()[-2500:]}"
+                         for p in sorted(logs.glob("*.log")))
 
 
 def _redis(port: int, folder: Path) -> subprocess.Popen:
