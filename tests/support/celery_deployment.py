@@ -59,6 +59,9 @@ NEXT_DAY = "2026-11-30"
 TASK_HEARTBEAT_TIMEOUT_S = 30  # Airflow's default is 300: a dead worker's task waits that
 RUN_TIMEOUT_S = 1500
 REMOTE_LOGS = f"s3://{BUCKET}/airflow-logs"
+BUNDLE = "synthfactory-dags"
+NEW_LICENSE = "cc-by-sa-4.0"  # the second commit's default for the license Param
+SECOND_DAY, SECOND_NEXT = "2026-11-28", "2026-11-29"  # the run on the second commit
 
 
 @dataclass
@@ -83,6 +86,8 @@ class CeleryRun:
     deployment_log: Path
     canaries: dict[str, str] = field(default_factory=dict)
     scheduled_run: dict | None = None  # the run unpausing scheduled, on the default Params
+    commits: tuple[str, str] = ("", "")  # the DAG repository's first and second commits
+    second_run: dict | None = None  # the run triggered after the second commit
 
     @property
     def run_url(self) -> str:
@@ -174,7 +179,7 @@ def _drop_role(name: str) -> None:
 
 def deployment_env(home: Path, db: str, broker_port: int, api_port: int, s3: str,
                    aws: dict[str, str], role: str, pg_password: str,
-                   worker_bin: Path) -> dict[str, str]:
+                   worker_bin: Path, bare: Path) -> dict[str, str]:
     aws_conn = {"conn_type": "aws", "login": aws["key"], "password": aws["secret"],
                 "extra": {"endpoint_url": s3, "region_name": REGION}}
     catalog_conn = {"conn_type": "postgres", "host": "127.0.0.1", "port": 5432,
@@ -201,6 +206,11 @@ def deployment_env(home: Path, db: str, broker_port: int, api_port: int, s3: str
         "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": REMOTE_LOGS,
         "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": AWS_CONN_ID,
         "AIRFLOW__LOGGING__DELETE_LOCAL_LOGS": "True",
+        # the DAGs come from a versioned git bundle: each run keeps the commit it started on
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([{
+            "name": BUNDLE, "classpath": "airflow.providers.git.bundles.git.GitDagBundle",
+            "kwargs": {"repo_url": str(bare), "tracking_ref": "main", "subdir": "dags",
+                       "refresh_interval": 5}}]),
         # two workers on one machine: tell their task instances apart by worker name
         "AIRFLOW__CORE__HOSTNAME_CALLABLE": "tests.support.worker_hostname.hostname",
         "PYTHONPATH": str(ROOT),
@@ -223,6 +233,42 @@ def _write_corpus(s3: str, aws: dict[str, str]) -> None:
     subprocess.run([str(WORKER), "corpus", "--out", f"s3://{BUCKET}/corpus", "--days", "2",
                     "--docs-per-day", "4", "--end-date", DAY], check=True,
                    capture_output=True, env=env)
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", "-c", "user.name=synthfactory tests",
+                           "-c", "user.email=tests@synthfactory.invalid", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def dag_repository(home: Path) -> tuple[Path, Path, str]:
+    """A bare repository holding this checkout's dags/ in one commit on ``main`` (what a
+    team's deploy pipeline pushes), and a clone to commit the next version from:
+    (bare, clone, first commit)."""
+    bare, clone = home / "dags.git", home / "dags-clone"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True,
+                   capture_output=True)
+    (clone / "dags").mkdir()
+    for dag_file in sorted((ROOT / "dags").glob("*.py")):
+        (clone / "dags" / dag_file.name).write_text(dag_file.read_text())
+    _git("add", "dags", cwd=clone)
+    _git("commit", "-q", "-m", "synthfactory DAGs as installed", cwd=clone)
+    _git("push", "-q", "origin", "HEAD:main", cwd=clone)
+    return bare, clone, _git("rev-parse", "HEAD", cwd=clone)
+
+
+def push_license_change(clone: Path, license_id: str) -> str:
+    """The next version of the DAGs: the `license` Param's default changed (what the
+    dataset card of a run that does not set it says). Returns the commit."""
+    dag_file = clone / "dags" / "synthetic_rephrase.py"
+    text = dag_file.read_text()
+    changed = re.sub(r'("license": Param\()("[^"]*")', rf'\1"{license_id}"', text, count=1)
+    assert changed != text, "the license Param's default was not found in the DAG file"
+    dag_file.write_text(changed)
+    _git("commit", "-q", "-am", f"license default {license_id}", cwd=clone)
+    _git("push", "-q", "origin", "HEAD:main", cwd=clone)
+    return _git("rev-parse", "HEAD", cwd=clone)
 
 
 def _started_workers(log: Path) -> dict[str, Worker]:
@@ -257,6 +303,11 @@ def query(db_url: str, sql: str, *args) -> list[tuple]:
         db.close()
 
 
+def _parsed_versions(db: str) -> set[str]:
+    return {v for (v,) in query(db, "SELECT bundle_version FROM dag_version WHERE "
+                                "dag_id = %s", DAG)}
+
+
 def _hostname_of(db: str, run_id: str, task_id: str) -> str | None:
     rows = query(db, "SELECT hostname FROM task_instance WHERE dag_id = %s AND run_id = %s "
                  "AND task_id = %s", DAG, run_id, task_id)
@@ -281,10 +332,11 @@ def _kill_paused_rephrase(marker: Path, db: str, run_id: str,
     return worker, step_pid
 
 
-def trigger(api: Api, run_id: str, conf: dict) -> dict:
+def trigger(api: Api, run_id: str, conf: dict, day: str = DAY,
+            next_day: str = NEXT_DAY) -> dict:
     return api.call("POST", f"/api/v2/dags/{DAG}/dagRuns", {
-        "dag_run_id": run_id, "logical_date": f"{NEXT_DAY}T00:00:00Z",
-        "data_interval_start": f"{DAY}T00:00:00Z", "data_interval_end": f"{NEXT_DAY}T00:00:00Z",
+        "dag_run_id": run_id, "logical_date": f"{next_day}T00:00:00Z",
+        "data_interval_start": f"{day}T00:00:00Z", "data_interval_end": f"{next_day}T00:00:00Z",
         "conf": conf})
 
 
@@ -337,8 +389,9 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, red
         Bucket=BUCKET), 30, "the moto server")
     _write_corpus(s3, aws)
     worker_bin = echo_worker(home / "echo-worker", 0)
+    bare, clone, first_commit = dag_repository(home)
     env = deployment_env(home, db, broker_port, api_port, s3, aws, role, pg_password,
-                         worker_bin)
+                         worker_bin, bare)
     log = home / "deployment.log"
     deployment = subprocess.Popen(
         [sys.executable, str(ROOT / "scripts" / "celery_airflow.py")], env=env, cwd=ROOT,
@@ -361,7 +414,15 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, red
         trigger(api, run_id, conf)
         api.call("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
         killed, step_pid = _kill_paused_rephrase(home / "rephrase-paused", db, run_id, workers)
+        # mid-run, the team pushes the next version of the DAGs
+        second_commit = push_license_change(clone, NEW_LICENSE)
         run = finished_run(api, run_id, RUN_TIMEOUT_S)
+        # the next run, once the DAG processor has parsed the new commit
+        wait_for(lambda: second_commit in _parsed_versions(db), 300,
+                 "the DAG processor to parse the second commit")
+        second_id = "celery-next-" + secrets.token_hex(3)
+        trigger(api, second_id, conf, SECOND_DAY, SECOND_NEXT)
+        second = finished_run(api, second_id, RUN_TIMEOUT_S)
         scheduled = [r for r in api.call("GET", f"/api/v2/dags/{DAG}/dagRuns")["dag_runs"]
                      if r["run_type"] == "scheduled"]
         scheduled = [finished_run(api, r["dag_run_id"], 300) for r in scheduled]
@@ -370,7 +431,8 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, red
                         workers=workers, deployment_log=log,
                         canaries={"catalog password": pg_password,
                                   "AWS secret key": aws["secret"]},
-                        scheduled_run=scheduled[0] if scheduled else None)
+                        scheduled_run=scheduled[0] if scheduled else None,
+                        commits=(first_commit, second_commit), second_run=second)
     finally:
         _stop(deployment, 90)
         _leftovers(home, log)

@@ -12,7 +12,7 @@ import subprocess
 import urllib.parse
 
 from synthfactory.contract import steps
-from tests.support.celery_deployment import BUCKET, DAG, WORKERS
+from tests.support.celery_deployment import BUCKET, DAG, NEW_LICENSE, WORKERS
 from tests.support.paths import ROOT, WORKER_PYTHON
 
 COUNT_ROWS = ROOT / "tests" / "integration" / "kubernetes" / "count_rows.py"
@@ -148,3 +148,47 @@ def test_a_run_on_one_workers_disk_is_refused_before_any_work(celery_run):
                  "catalog_uri=sqlite"):
         assert line in shown, shown[-3000:]
 
+
+
+def _card_license(celery_run, day: str) -> str:
+    body = celery_run.s3().get_object(Bucket=BUCKET, Key=f"data/{DAG}/{day}/card/README.md")
+    text = body["Body"].read().decode()
+    return next(line.split(":", 1)[1].strip() for line in text.splitlines()
+                if line.startswith("license:"))
+
+
+def test_a_run_keeps_the_dag_version_it_started_on(celery_run):
+    """The DAGs come from a git repository (a versioned DAG bundle). A commit pushed while
+    the first run is under way changes the license Param's default: that run still
+    finishes on its own commit (its card says the old licence), the next run is on the new
+    commit (its card says the new one)."""
+    first, second = celery_run.commits
+    assert celery_run.run["state"] == "success", celery_run.tail()
+    assert celery_run.second_run["state"] == "success", celery_run.tail()
+    versions = dict(celery_run.query(
+        "SELECT run_id, bundle_version FROM dag_run WHERE dag_id = %s AND run_id IN (%s, %s)",
+        DAG, celery_run.run_id, celery_run.second_run["dag_run_id"]))
+    print(f"DAG bundle versions: first run {versions[celery_run.run_id]}, "
+          f"next run {versions[celery_run.second_run['dag_run_id']]}")
+    assert versions == {celery_run.run_id: first, celery_run.second_run["dag_run_id"]: second}
+    # every task of the first run, those after the push included, ran its first version
+    task_versions = {v for (v,) in celery_run.query(
+        "SELECT DISTINCT v.bundle_version FROM task_instance t JOIN dag_version v "
+        "ON v.id = t.dag_version_id WHERE t.dag_id = %s AND t.run_id = %s",
+        DAG, celery_run.run_id)}
+    assert task_versions == {first}, task_versions
+    assert _card_license(celery_run, "2026-11-29") == "other"
+    assert _card_license(celery_run, "2026-11-28") == NEW_LICENSE
+
+
+def test_each_run_records_the_installed_package_it_ran_with(celery_run):
+    """A bundle versions dags/ only: the operators come with the installed package, whose
+    version check_params records in the run's XCom."""
+    from importlib.metadata import version
+
+    for run_id in (celery_run.run_id, celery_run.second_run["dag_run_id"]):
+        value = celery_run.api.call(
+            "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/check_params/"
+                   "xcomEntries/return_value")["value"]
+        value = json.loads(value) if isinstance(value, str) else value
+        assert value["installed"] == {"synthfactory": version("synthfactory")}, value
