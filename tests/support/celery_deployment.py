@@ -19,7 +19,10 @@ after its first checkpoint part and writes the marker (its pid); the fixture the
 SIGKILLs that worker's process group and the step's (a node gone: nothing of it runs
 on), and the scheduler, told to give up on a silent task after
 TASK_HEARTBEAT_TIMEOUT_S, hands the retry to the other worker. The marker stays, so the
-retry passes the point and resumes from the parts.
+retry passes the point and resumes from the parts. Meanwhile the broker is restarted
+(its queues lost: no persistence) and a new commit of the DAGs is pushed to the git
+repository the deployment's DAG bundle tracks; once the run has finished, a second run
+(another day) is triggered on the new commit.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +92,7 @@ class CeleryRun:
     scheduled_run: dict | None = None  # the run unpausing scheduled, on the default Params
     commits: tuple[str, str] = ("", "")  # the DAG repository's first and second commits
     second_run: dict | None = None  # the run triggered after the second commit
+    broker_away_s: float = 0.0  # how long the restarted broker was down
 
     @property
     def run_url(self) -> str:
@@ -357,7 +362,7 @@ def celery_run(tmp_path_factory) -> Iterator[CeleryRun]:
     (home / "var" / "models" / MODEL.name).symlink_to(MODEL)
     aws = {"key": "AKIACELERYTEST", "secret": "awscanary-" + secrets.token_hex(8)}
     broker_port, s3_port, api_port = free_port(), free_port(), free_port()
-    redis = _redis(broker_port, home / "redis")
+    broker = {"redis": _redis(broker_port, home / "redis")}
     moto = _moto(s3_port)
     s3 = f"http://127.0.0.1:{s3_port}"
     try:
@@ -372,15 +377,28 @@ def celery_run(tmp_path_factory) -> Iterator[CeleryRun]:
         try:
             with postgres_database() as db:
                 yield from _deployment(home, db, broker_port, api_port, s3, aws, role,
-                                       pg_password, redis)
+                                       pg_password, broker)
         finally:
             _drop_role(role)
     finally:
         _stop(moto, 10)
-        _stop(redis, 10)
+        _stop(broker["redis"], 10)
 
 
-def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, redis):
+def restart_broker(broker: dict, port: int, folder: Path) -> float:
+    """Stop the private Redis and start it again on its port (its queues empty: no
+    persistence); returns the seconds it was away."""
+    import redis as redis_client  # celery[redis]
+
+    stopped = time.monotonic()
+    _stop(broker["redis"], 10)
+    broker["redis"] = _redis(port, folder)
+    wait_for(lambda: redis_client.Redis(host="127.0.0.1", port=port).ping(), 30,
+             "the restarted broker")
+    return time.monotonic() - stopped
+
+
+def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, broker):
     import boto3
 
     wait_for(lambda: boto3.client("s3", endpoint_url=s3, region_name=REGION,
@@ -414,6 +432,9 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, red
         trigger(api, run_id, conf)
         api.call("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
         killed, step_pid = _kill_paused_rephrase(home / "rephrase-paused", db, run_id, workers)
+        # while the scheduler waits out the killed task's heartbeat, the broker restarts:
+        # the retry is sent through the new one, to a worker that had to reconnect
+        broker_away_s = restart_broker(broker, broker_port, home / "redis")
         # mid-run, the team pushes the next version of the DAGs
         second_commit = push_license_change(clone, NEW_LICENSE)
         run = finished_run(api, run_id, RUN_TIMEOUT_S)
@@ -432,7 +453,8 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, red
                         canaries={"catalog password": pg_password,
                                   "AWS secret key": aws["secret"]},
                         scheduled_run=scheduled[0] if scheduled else None,
-                        commits=(first_commit, second_commit), second_run=second)
+                        commits=(first_commit, second_commit), second_run=second,
+                        broker_away_s=broker_away_s)
     finally:
         _stop(deployment, 90)
         _leftovers(home, log)
