@@ -49,6 +49,7 @@ def workers(spec: str) -> list[tuple[str, str]]:
 
 def deployment_env(base: dict[str, str]) -> dict[str, str]:
     database = base.get("SYNTHFACTORY_CELERY_DATABASE", "synthfactory_airflow")
+    home = base.get("AIRFLOW_HOME", str(Path.home() / "airflow"))
     sql = base.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
                    f"postgresql+psycopg2://postgres@127.0.0.1:5432/{database}")
     return {**base, "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
@@ -57,7 +58,13 @@ def deployment_env(base: dict[str, str]) -> dict[str, str]:
                                                     "redis://127.0.0.1:6379/0"),
             # Celery's task states in the same database (db+ is Celery's scheme for it)
             "AIRFLOW__CELERY__RESULT_BACKEND": base.get(
-                "AIRFLOW__CELERY__RESULT_BACKEND", "db+" + sql.replace("+psycopg2", ""))}
+                "AIRFLOW__CELERY__RESULT_BACKEND", "db+" + sql.replace("+psycopg2", "")),
+            # DAG bundles' clones under this deployment's home, not the machine's shared
+            # temp folder (Airflow's default), where another deployment's clone of a
+            # bundle of the same name would be taken for this one's
+            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH": base.get(
+                "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH",
+                str(Path(home, "dag_bundles")))}
 
 
 def create_database(sql_url: str) -> None:
@@ -99,7 +106,10 @@ def commands(env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]
                         # (TMPDIR) and task logs, so nothing one task leaves there can
                         # reach a task on the other worker
                         "TMPDIR": str(own / "tmp"),
-                        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(own / "logs")})
+                        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(own / "logs"),
+                        # the DAG bundle versions its tasks run, cloned by this worker
+                        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH":
+                            str(own / "dag_bundles")})
     return found
 
 
