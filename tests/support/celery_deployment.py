@@ -48,7 +48,7 @@ from tests.support.dag_run import _missing
 from tests.support.echo_worker import echo_worker
 from tests.support.paths import AIRFLOW_BIN, MODEL, MOTO_SERVER, ROOT, WORKER
 from tests.support.ports import free_port
-from tests.support.postgres import postgres_database
+from tests.support.postgres import create_canary_role, drop_role, postgres_database, query
 
 DAG = "synthetic_rephrase"
 BUCKET = "lake"
@@ -151,36 +151,6 @@ def _stop(process: subprocess.Popen, seconds: float = 60) -> None:
     except ProcessLookupError:
         pass
     process.wait()
-
-
-def _pg_role() -> tuple[str, str]:
-    """A login role with a canary password owning a database of its name: the catalog."""
-    import psycopg2
-
-    from tests.support.dag_run import PG
-
-    admin = psycopg2.connect(connect_timeout=3, **PG)
-    admin.autocommit = True
-    name = "sf_celery_" + secrets.token_hex(4)
-    password = "pgcanary-" + secrets.token_hex(8)
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE ROLE {name} LOGIN PASSWORD %s", (password,))
-        cur.execute(f"CREATE DATABASE {name} OWNER {name}")
-    admin.close()
-    return name, password
-
-
-def _drop_role(name: str) -> None:
-    import psycopg2
-
-    from tests.support.dag_run import PG
-
-    admin = psycopg2.connect(connect_timeout=3, **PG)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        cur.execute(f"DROP ROLE IF EXISTS {name}")
-    admin.close()
 
 
 def deployment_env(home: Path, db: str, broker_port: int, api_port: int, s3: str,
@@ -297,21 +267,6 @@ def _login(base: str, home: Path) -> Api:
     return Api(base, token)
 
 
-def query(db_url: str, sql: str, *args) -> list[tuple]:
-    import psycopg2
-    from sqlalchemy.engine import make_url
-
-    url = make_url(db_url)
-    db = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                          dbname=url.database, connect_timeout=10)
-    try:
-        with db.cursor() as cursor:
-            cursor.execute(sql, args)
-            return cursor.fetchall()
-    finally:
-        db.close()
-
-
 def _parsed_versions(db: str) -> set[str]:
     return {v for (v,) in query(db, "SELECT bundle_version FROM dag_version WHERE "
                                 "dag_id = %s", DAG)}
@@ -384,13 +339,13 @@ def celery_run(tmp_path_factory) -> Iterator[CeleryRun]:
                              dbname="postgres").close()
         except psycopg2.OperationalError:
             _missing("PostgreSQL on 127.0.0.1:5432")
-        role, pg_password = _pg_role()
+        role, pg_password = create_canary_role("sf_celery_")
         try:
             with postgres_database() as db:
                 yield from _deployment(home, db, broker_port, api_port, s3, aws, role,
                                        pg_password, broker)
         finally:
-            _drop_role(role)
+            drop_role(role)
     finally:
         _stop(moto, 10)
         _stop(broker["redis"], 10)
