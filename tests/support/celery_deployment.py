@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -61,7 +62,9 @@ PAUSE_AT = "rephrase:part-written"
 DAY = "2026-11-29"  # the run's data interval: a fixed day of the corpus written here
 NEXT_DAY = "2026-11-30"
 BROKER_DOWN_S = 5  # the broker's outage: the workers and the scheduler lose it meanwhile
-TASK_HEARTBEAT_TIMEOUT_S = 30  # Airflow's default is 300: a dead worker's task waits that
+# Airflow's default is 300 s: a dead worker's task waits that long. 60 s: a live task on
+# a loaded 2-core machine (the suite's two halves side by side) must not be taken for dead
+TASK_HEARTBEAT_TIMEOUT_S = 60
 RUN_TIMEOUT_S = 1500
 REMOTE_LOGS = f"s3://{BUCKET}/airflow-logs"
 BUNDLE = "synthfactory-dags"
@@ -351,27 +354,32 @@ def celery_run(tmp_path_factory) -> Iterator[CeleryRun]:
         _stop(broker["redis"], 10)
 
 
+def _answers(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:``port`` (OSError, which wait_for takes
+    for "not yet", while nothing does)."""
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    return True
+
+
 def restart_broker(broker: dict, port: int, folder: Path) -> float:
     """Stop the private Redis and start it again on its port (its queues empty: no
     persistence); returns the seconds it was away."""
-    import redis as redis_client  # celery[redis]
-
     stopped = time.monotonic()
     _stop(broker["redis"], 10)
     time.sleep(BROKER_DOWN_S)
     broker["redis"] = _redis(port, folder)
-    wait_for(lambda: redis_client.Redis(host="127.0.0.1", port=port).ping(), 30,
-             "the restarted broker")
+    wait_for(lambda: _answers(port), 120, "the restarted broker", every=0.5)
     return time.monotonic() - stopped
 
 
 def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, broker):
     import boto3
 
-    wait_for(lambda: boto3.client("s3", endpoint_url=s3, region_name=REGION,
-                                  aws_access_key_id=aws["key"],
-                                  aws_secret_access_key=aws["secret"]).create_bucket(
-        Bucket=BUCKET), 30, "the moto server")
+    # moto_server takes seconds to import and bind, minutes on a loaded machine; botocore's
+    # EndpointConnectionError is no OSError, so wait for the port before the first call
+    wait_for(lambda: _answers(int(s3.rsplit(":", 1)[1])), 300, "the moto server", every=1)
+    boto3.client("s3", endpoint_url=s3, region_name=REGION, aws_access_key_id=aws["key"],
+                 aws_secret_access_key=aws["secret"]).create_bucket(Bucket=BUCKET)
     _write_corpus(s3, aws)
     worker_bin = echo_worker(home / "echo-worker", 0)
     bare, clone, first_commit = dag_repository(home)
