@@ -322,7 +322,10 @@ def finished_run(api: Api, run_id: str, seconds: float) -> dict:
     return wait_for(done, seconds, f"the run {run_id} to finish", every=5)
 
 
-@pytest.fixture(scope="session")
+# module scope: the deployment (six processes, a DAG processor re-reading the bundle every
+# few seconds) must be gone before the next module's tests; kept for the session, it
+# slowed the session DAG run past its timeout
+@pytest.fixture(scope="module")
 def celery_run(tmp_path_factory) -> Iterator[CeleryRun]:
     if not (WORKER.exists() and (MODEL / "config.json").exists()):
         pytest.skip("needs .venv-worker and the prepared model (make setup)")
