@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import sqlite3
 import subprocess
@@ -31,7 +32,6 @@ import pytest
 from tests.support.airflow_home import airflow_env, migrate
 from tests.support.paths import AIRFLOW, MODEL, MOTO_SERVER, ROOT, WORKER, WORKER_PYTHON
 from tests.support.ports import free_port
-from tests.support.postgres import create_canary_role, drop_role
 from tests.support.prometheus import have_binaries, prometheus, pushgateway
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
@@ -103,11 +103,20 @@ def canary_pg_role():
     import psycopg2  # apache-airflow[postgres]
 
     try:
-        name, password = create_canary_role("sf_canary_")
+        admin = psycopg2.connect(connect_timeout=3, **PG)
     except psycopg2.OperationalError:
         _missing("PostgreSQL on 127.0.0.1:5432")
+    admin.autocommit = True
+    name = "sf_canary_" + secrets.token_hex(4)
+    password = "pgcanary-" + secrets.token_hex(8)
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE ROLE {name} LOGIN PASSWORD %s", (password,))
+        cur.execute(f"CREATE DATABASE {name} OWNER {name}")
     yield name, password
-    drop_role(name)
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        cur.execute(f"DROP ROLE IF EXISTS {name}")
+    admin.close()
 
 
 @pytest.fixture(scope="session")
