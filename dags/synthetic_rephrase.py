@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Asset, Param, chain
+from airflow.sdk.configuration import conf
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from synthfactory.contract import NO_PASSWORD_PATTERN, STYLES, engine_names, paths, steps
@@ -24,7 +25,9 @@ RUNNER = runner_for(SETTINGS)  # local, kubernetes or kuberay: the DAG never ask
 Step = RUNNER.step_class()
 CATALOG_TABLE = "synthetic.rephrased"
 CATALOG_ASSET = Asset(f"iceberg://synthfactory/{CATALOG_TABLE}", group="synthfactory")
-MAX_MAP_LENGTH = 1024  # Airflow's default [core] max_map_length
+# the deployment's limit on a mapped task's instances (the API server refuses a plan
+# XCom longer than this): plan merges shards to fit it, one line saying so
+MAX_MAP_LENGTH = conf.getint("core", "max_map_length", fallback=1024)
 
 # One prefix per data interval: a backfill of the same interval rewrites the same keys.
 RUN = "{{ params.output_root }}/synthetic_rephrase/{{ data_interval_start | ds }}"
@@ -177,10 +180,11 @@ params = {
                            description="GPUs per rephrase pod, one vLLM replica per GPU "
                                        "pulling the task's shards (Ray when > 1; on the CPU "
                                        "build: replicas pinned to one core each)"),
-    "max_shard_groups": Param(2, type="integer", minimum=1, maximum=MAX_MAP_LENGTH,
-                              section=PROMPTS,
+    "max_shard_groups": Param(2, type="integer", minimum=1, section=PROMPTS,
                               description="at most this many rephrase tasks (shards are "
-                                          "grouped to fit)"),
+                                          "grouped to fit; never more than the "
+                                          "deployment's max_map_length, "
+                                          f"{MAX_MAP_LENGTH} here: plan merges to fit)"),
     "model": Param(str(SETTINGS.home) + "/var/models/SmolLM2-135M-Instruct", type="string",
                    minLength=1, section=MODEL, description="model folder (or name) for vLLM"),
     "engine_args": Param({}, type="object", section=MODEL,
@@ -276,7 +280,8 @@ with DAG(
         task_id="plan_shards",
         # after the --: every rephrase task's options that take a Param (plan adds the
         # shards, the run and the window); the dry-run engine last, so its --engine wins
-        arguments=[*steps.argv("plan", {"--run": RUN}), "--", *steps.passed_on("rephrase"),
+        arguments=[*steps.argv("plan", {"--run": RUN, "--max-map-length": str(MAX_MAP_LENGTH)}),
+                   "--", *steps.passed_on("rephrase"),
                    *SETTINGS.dry_run_rephrase_options()],
         **RUNNER.step_kwargs(steps.PLAN.kind, "plan_shards"),
     )

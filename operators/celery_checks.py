@@ -14,8 +14,10 @@ from typing import Any
 
 from synthfactory_airflow.operators.settings import Settings
 
-# the Params that name a location every step of the run reads or writes
-SHARED_LOCATIONS = ("output_root", "warehouse", "templates_url")
+# the Params that name a location tasks of the run read or write: each on whatever
+# worker the task lands on (source: crawl lists it, stitch reads it; benchmarks: every
+# validate task)
+SHARED_LOCATIONS = ("source", "output_root", "warehouse", "templates_url", "benchmarks")
 
 
 def executor_is_celery(executor: str) -> bool:
@@ -49,6 +51,12 @@ def problems(params: Mapping[str, Any], settings: Settings, needed: Iterable[str
                              "CeleryExecutor each task may run on another worker; use an "
                              "s3:// URL (or set SYNTHFACTORY_WORKERS_SHARE_DISK=1 where every "
                              "worker mounts the same disk)")
+        uri = params.get("catalog_uri")
+        if (not params.get("catalog_conn_id") and isinstance(uri, str)
+                and uri.startswith("sqlite")):
+            found.append(f"catalog_uri={uri}: a SQLite file on one worker's disk, but "
+                         "under the CeleryExecutor register and audit may run on "
+                         "different workers; use a PostgreSQL catalog (catalog_conn_id)")
     have = served()
     if have is None:
         found.append("no Celery worker answered over the broker: nothing would run")

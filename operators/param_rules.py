@@ -65,6 +65,16 @@ def template_problems(templates: list[str], url: str | None,
     return []
 
 
+def installed_version() -> str:
+    """The installed synthfactory distribution (the Airflow layer and the contract)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("synthfactory")
+    except PackageNotFoundError:  # imported from a checkout that was never installed
+        return "not installed"
+
+
 def check_params_task(known: Iterable[str]):
     """The DAG's first task: fail the run at once, naming the field, when a rule between
     fields breaks. AirflowFailException: a retry with the same conf cannot pass."""
@@ -84,7 +94,11 @@ def check_params_task(known: Iterable[str]):
         found += deployment_problems(params or {})
         if found:
             raise AirflowFailException("the run's Params break a rule: " + "; ".join(found))
-        return {"checked": names}
+        # a DAG bundle versions dags/ only; the operators and the engine's contract come
+        # with the installed package, so the run records which one it ran with
+        installed = installed_version()
+        logging.getLogger(__name__).info("installed synthfactory %s", installed)
+        return {"checked": names, "installed": {"synthfactory": installed}}
 
     return check_params()
 

@@ -9,7 +9,8 @@ all (each its own process group) on Ctrl-C or SIGTERM. A worker is ``name:queue,
 the default is a CPU worker (Airflow's default queue, for the tasks that are no step, and
 the cpu queue) and a GPU worker that takes only GPU steps. Each worker serves its task
 logs on a port of its own (8793, 8794, ...): two workers on one machine would otherwise
-fight over one.
+fight over one. Each worker also gets a folder of its own, $AIRFLOW_HOME/workers/<name>
+(scratch as TMPDIR, task logs), as it would have a disk of its own on its own machine.
 
 Defaults, each overridden by its own variable: the broker is this machine's Redis
 (AIRFLOW__CELERY__BROKER_URL), the metadata database and Celery's result backend the
@@ -48,6 +49,7 @@ def workers(spec: str) -> list[tuple[str, str]]:
 
 def deployment_env(base: dict[str, str]) -> dict[str, str]:
     database = base.get("SYNTHFACTORY_CELERY_DATABASE", "synthfactory_airflow")
+    home = base.get("AIRFLOW_HOME", str(Path.home() / "airflow"))
     sql = base.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
                    f"postgresql+psycopg2://postgres@127.0.0.1:5432/{database}")
     return {**base, "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
@@ -56,7 +58,13 @@ def deployment_env(base: dict[str, str]) -> dict[str, str]:
                                                     "redis://127.0.0.1:6379/0"),
             # Celery's task states in the same database (db+ is Celery's scheme for it)
             "AIRFLOW__CELERY__RESULT_BACKEND": base.get(
-                "AIRFLOW__CELERY__RESULT_BACKEND", "db+" + sql.replace("+psycopg2", ""))}
+                "AIRFLOW__CELERY__RESULT_BACKEND", "db+" + sql.replace("+psycopg2", "")),
+            # DAG bundles' clones under this deployment's home, not the machine's shared
+            # temp folder (Airflow's default), where another deployment's clone of a
+            # bundle of the same name would be taken for this one's
+            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH": base.get(
+                "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH",
+                str(Path(home, "dag_bundles")))}
 
 
 def create_database(sql_url: str) -> None:
@@ -89,10 +97,24 @@ def commands(env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]
     spec = env.get("SYNTHFACTORY_CELERY_WORKERS", DEFAULT_WORKERS)
     for i, (name, queues) in enumerate(workers(spec)):
         port = str(int(env.get("SYNTHFACTORY_FIRST_LOG_PORT", FIRST_LOG_PORT)) + i)
+        own = worker_folder(env, name)
         found[name] = ([AIRFLOW, "celery", "worker", "--queues", queues,
                         "--celery-hostname", f"{name}@%h"],
-                       {**env, "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": port})
+                       {**env, "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": port,
+                        "SYNTHFACTORY_CELERY_WORKER_NAME": name,
+                        # a disk of its own, as on a machine of its own: steps' scratch
+                        # (TMPDIR) and task logs, so nothing one task leaves there can
+                        # reach a task on the other worker
+                        "TMPDIR": str(own / "tmp"),
+                        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(own / "logs"),
+                        # the DAG bundle versions its tasks run, cloned by this worker
+                        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH":
+                            str(own / "dag_bundles")})
     return found
+
+
+def worker_folder(env: dict[str, str], name: str) -> Path:
+    return Path(env.get("AIRFLOW_HOME", Path.home() / "airflow"), "workers", name)
 
 
 def main() -> int:
@@ -113,18 +135,29 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for name, (argv, component_env) in planned.items():
+        if "SYNTHFACTORY_CELERY_WORKER_NAME" in component_env:  # a worker's own folders
+            Path(component_env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
         running[name] = subprocess.Popen(argv, env=component_env, start_new_session=True,
                                          stdout=open(logs / f"{name}.log", "w"),
                                          stderr=subprocess.STDOUT)
         print(f"started {name} (pid {running[name].pid}): {' '.join(argv[1:])}", flush=True)
+    worker_names = {name for name, (_, e) in planned.items()
+                    if "SYNTHFACTORY_CELERY_WORKER_NAME" in e}
+    gone: set[str] = set()
     try:
         while not stopping:
             for name, process in running.items():
-                if process.poll() is not None:  # one gone: the deployment is broken
-                    print(f"{name} exited with {process.returncode}; see "
-                          f"{logs / (name + '.log')}; stopping the rest", flush=True)
-                    stopping = True
-                    break
+                if name in gone or process.poll() is None:
+                    continue
+                gone.add(name)
+                # a worker may die (an OOM, a drained node): its tasks go to the others
+                # once the scheduler notices; without a scheduler, API server, DAG
+                # processor or triggerer, or with no worker left, nothing would run
+                fatal = name not in worker_names or worker_names <= gone
+                print(f"{name} exited with {process.returncode}; see "
+                      f"{logs / (name + '.log')}"
+                      + ("; stopping the rest" if fatal else "; the others go on"), flush=True)
+                stopping = stopping or fatal
             time.sleep(1)
     finally:
         for process in running.values():

@@ -15,6 +15,7 @@ stitch recorded it: none, and rephrase keeps its engine's own window).
 from __future__ import annotations
 
 import argparse
+import logging
 
 from synthfactory import storage
 from synthfactory.contract import PlanGroup, steps
@@ -22,6 +23,7 @@ from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
 
 ENTRY_KEYS = ("name", "url", "rows", "tokens")
+log = logging.getLogger(__name__)
 
 
 def group_shards(shards: list[dict], max_groups: int) -> list[list[dict]]:
@@ -75,6 +77,21 @@ def window_flags(plan: dict, options: list[str], where: str) -> list[str]:
     return steps.options("rephrase", {"--max-model-len": window})
 
 
+def map_limit(max_groups: int, max_map_length: int | None, shards: int) -> int:
+    """The groups a run may map: ``max_groups``, but never more than the deployment's
+    ``max_map_length``, or Airflow would refuse the plan's XCom and fail the run after
+    stitch. Merging shards into fewer groups is said in one line (logged), since it
+    makes each rephrase task longer than the user asked for."""
+    wanted = min(max_groups, shards)
+    if max_map_length is None or wanted <= max_map_length:
+        return max_groups
+    log.warning("plan: %d shard groups wanted (max_shard_groups=%d, %d shards) but this "
+                "deployment maps at most %d tasks ([core] max_map_length): %d shards merged "
+                "into %d groups", wanted, max_groups, shards, max_map_length, shards,
+                max_map_length)
+    return max_map_length
+
+
 def run(args: argparse.Namespace) -> list[PlanGroup]:
     layout = RunLayout(storage.normalize(args.run))
     plan = storage.run_folder(layout.run_url).shards_plan()
@@ -86,7 +103,7 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
     check_entries(shards, layout.shards_json)
     options = [o for o in args.rephrase_options if o != "--"]
     options = [*window_flags(plan, options, layout.shards_json), *options]
-    groups = group_shards(shards, args.max_groups)
+    groups = group_shards(shards, map_limit(args.max_groups, args.max_map_length, len(shards)))
     planned: list[PlanGroup] = []
     for group in groups:
         urls = [s["url"] for s in group]

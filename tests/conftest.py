@@ -14,7 +14,8 @@ import pytest
 
 # Shared fixtures and hooks (tests/support/); pytest honours pytest_plugins only here.
 pytest_plugins = ["tests.support.git_clean", "tests.support.moto", "tests.support.dag_run",
-                  "tests.support.scheduler", "tests.support.heavy_guard",
+                  "tests.support.scheduler", "tests.support.celery_deployment",
+                  "tests.support.heavy_guard",
                   "pytester"]
 
 CI_VALUES = {"1", "true", "yes"}

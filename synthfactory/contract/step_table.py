@@ -270,7 +270,12 @@ PLAN = Step(
     reads=(paths.PROMPTS,), passes_on="rephrase", flags=(
         Flag("--run", required=True, role=RUN, help="run URL (reads prompts/shards.json)"),
         Flag("--max-groups", type=positive_int, required=True, param="max_shard_groups",
-             help="at most this many rephrase tasks (<= Airflow's max_map_length)"),
+             help="at most this many rephrase tasks"),
+        # the deployment's, not a Param: the DAG reads [core] max_map_length where it is
+        # parsed and passes it (fixed); Airflow refuses a run that maps more
+        Flag("--max-map-length", type=positive_int,
+             help="Airflow's [core] max_map_length: more groups than this are merged into "
+                  "this many, with one line saying so (default: no limit)"),
         *(replace(flag, role=None, help=f"passed on to every validate: {flag.help}")
           for flag in GATE_FLAGS),
         Flag("rephrase_options", nargs=argparse.REMAINDER,

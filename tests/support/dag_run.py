@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
 import sqlite3
 import subprocess
@@ -32,6 +31,7 @@ import pytest
 from tests.support.airflow_home import airflow_env, migrate
 from tests.support.paths import AIRFLOW, MODEL, MOTO_SERVER, ROOT, WORKER, WORKER_PYTHON
 from tests.support.ports import free_port
+from tests.support.postgres import create_canary_role, drop_role
 from tests.support.prometheus import have_binaries, prometheus, pushgateway
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
@@ -103,20 +103,11 @@ def canary_pg_role():
     import psycopg2  # apache-airflow[postgres]
 
     try:
-        admin = psycopg2.connect(connect_timeout=3, **PG)
+        name, password = create_canary_role("sf_canary_")
     except psycopg2.OperationalError:
         _missing("PostgreSQL on 127.0.0.1:5432")
-    admin.autocommit = True
-    name = "sf_canary_" + secrets.token_hex(4)
-    password = "pgcanary-" + secrets.token_hex(8)
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE ROLE {name} LOGIN PASSWORD %s", (password,))
-        cur.execute(f"CREATE DATABASE {name} OWNER {name}")
     yield name, password
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        cur.execute(f"DROP ROLE IF EXISTS {name}")
-    admin.close()
+    drop_role(name)
 
 
 @pytest.fixture(scope="session")

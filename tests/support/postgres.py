@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import uuid
 
 # The PostgreSQL server the catalog cases use (libpq URI; this machine runs one here).
@@ -46,3 +47,52 @@ def postgres_database():
 
 def postgres_dsn() -> str:
     return os.environ.get(PG_DSN_ENV, DEFAULT_PG_DSN)
+
+
+def query(db_url: str, sql: str, *args) -> list[tuple]:
+    """Rows of the database at the SQLAlchemy URL ``db_url`` (``%s`` placeholders): the
+    scheduler tests read Airflow's metadata database this way."""
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url)
+    db = psycopg2.connect(host=url.host, port=url.port, user=url.username,
+                          dbname=url.database, connect_timeout=10)
+    try:
+        with db.cursor() as cursor:
+            cursor.execute(sql, args)
+            return cursor.fetchall()
+    finally:
+        db.close()
+
+
+def create_canary_role(prefix: str) -> tuple[str, str]:
+    """A login role named ``prefix`` + random hex, with a canary password, owning a
+    database of its name; psycopg2.OperationalError when no server answers."""
+    import psycopg2
+
+    name = prefix + secrets.token_hex(4)
+    password = "pgcanary-" + secrets.token_hex(8)
+    admin = psycopg2.connect(postgres_dsn(), dbname="postgres", connect_timeout=3)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"CREATE ROLE {name} LOGIN PASSWORD %s", (password,))
+            cur.execute(f"CREATE DATABASE {name} OWNER {name}")
+    finally:
+        admin.close()
+    return name, password
+
+
+def drop_role(name: str) -> None:
+    """The role of create_canary_role and its database."""
+    import psycopg2
+
+    admin = psycopg2.connect(postgres_dsn(), dbname="postgres", connect_timeout=10)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            cur.execute(f"DROP ROLE IF EXISTS {name}")
+    finally:
+        admin.close()

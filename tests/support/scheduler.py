@@ -48,7 +48,7 @@ from tests.support.airflow_standalone import (
 from tests.support.dag_run import _missing as missing  # with CI=true: a failure
 from tests.support.echo_worker import echo_worker
 from tests.support.paths import MODEL, ROOT, WORKER
-from tests.support.postgres import postgres_database
+from tests.support.postgres import postgres_database, query
 
 DAG = "synthetic_rephrase"
 DAYS = 10  # corpus partitions up to today: each test takes days of its own
@@ -84,18 +84,7 @@ class SchedulerSession:
 
     def query(self, sql: str, *args) -> list[tuple]:
         """Rows of the metadata database (``%s`` placeholders)."""
-        import psycopg2
-        from sqlalchemy.engine import make_url
-
-        url = make_url(self.db)
-        db = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                              dbname=url.database, connect_timeout=10)
-        try:
-            with db.cursor() as cursor:
-                cursor.execute(sql, args)
-                return cursor.fetchall()
-        finally:
-            db.close()
+        return query(self.db, sql, *args)
 
     def timeline(self, run_ids: list[str], task_id: str) -> list[tuple[str, int, datetime,
                                                                         datetime]]:

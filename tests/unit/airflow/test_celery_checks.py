@@ -60,9 +60,24 @@ def test_a_location_on_local_disk_is_refused_naming_the_param():
     assert celery_checks.problems(s3, Settings(), SERVED, lambda: SERVED) == []
 
 
+def test_every_location_a_task_reads_or_writes_is_checked():
+    """The corpus (crawl lists it, stitch reads it), the benchmarks (every validate) and a
+    SQLite catalog (register, audit) are on one worker's disk as much as the run folder."""
+    params = {"source": "file:///srv/corpus", "output_root": "s3://lake/runs",
+              "warehouse": "s3://lake/wh", "benchmarks": "file:///srv/benchmarks",
+              "catalog_uri": "sqlite:////srv/catalog.db", "catalog_conn_id": None}
+    found = celery_checks.problems(params, Settings(), SERVED, lambda: SERVED)
+    assert [line.split(":", 1)[0] for line in found] == [
+        "source=file", "benchmarks=file", "catalog_uri=sqlite"]
+    # a catalog connection replaces catalog_uri: nothing on the worker's disk then
+    on_s3 = {**params, "source": "s3://lake/corpus", "benchmarks": None,
+             "catalog_conn_id": "pg_catalog"}
+    assert celery_checks.problems(on_s3, Settings(), SERVED, lambda: SERVED) == []
+
+
 def test_a_shared_disk_is_allowed_when_the_deployment_says_so(monkeypatch):
     monkeypatch.setenv("SYNTHFACTORY_WORKERS_SHARE_DISK", "1")
-    params = {"output_root": "file:///mnt/nfs/runs"}
+    params = {"output_root": "file:///mnt/nfs/runs", "catalog_uri": "sqlite:////mnt/nfs/c.db"}
     assert celery_checks.problems(params, Settings(), SERVED, lambda: SERVED) == []
 
 

@@ -42,7 +42,7 @@ def _planned(tmp_path, shards_json: dict, *options: str) -> list[dict]:
     entries = [{"name": f"shard-0000{i}", "url": f"{run}/prompts/shard-0000{i}.parquet",
                 "rows": 4, "tokens": 1000} for i in range(3)]
     storage.write_json(f"{run}/prompts/shards.json", {"shards": entries, **shards_json})
-    args = argparse.Namespace(run=run, max_groups=2,
+    args = argparse.Namespace(run=run, max_groups=2, max_map_length=None,
                               rephrase_options=["--", "--engine", "echo", *options])
     return plan.run(args)
 
