@@ -3,7 +3,10 @@ scheduler with a plan of ``--groups`` shard groups (1,024: what a 12T-token dail
 maps), each a ``shard.rephrase`` and a ``shard.validate`` task.
 
 `airflow standalone` (scheduler, DAG processor, triggerer, API server) with the
-LocalExecutor on a PostgreSQL metadata database of its own (created, and dropped at the
+LocalExecutor, or with ``--executor celery`` the Celery deployment of `make celery`
+(scripts/celery_airflow.py: the same four components and two Celery workers serving every
+queue, ``--parallelism`` slots between them, a private Redis broker, Celery's results in
+the metadata database), on a PostgreSQL metadata database of its own (created, and dropped at the
 end, on the server of ``$SYNTHFACTORY_BENCH_PG_DSN``, default
 postgresql://postgres@127.0.0.1:5432/postgres), the local runner, and one manual run of
 the unchanged DAG: check_params, crawl, stitch (Spark), plan, the capacity sensor, the
@@ -26,12 +29,13 @@ the 12T plan's shape), the metadata database's growth, CPU seconds by component,
 poke of the capacity sensor for a wave of ``--groups`` groups.
 
     .venv/bin/python benchmarks/orchestration.py [--groups 1024] [--shards-per-group 1]
-        [--shard-seconds 3] [--parallelism 8] [--keep]
+        [--shard-seconds 3] [--parallelism 8] [--executor local|celery] [--keep]
 
 Last line: ``RESULT orchestration groups=G tasks=N wall_s=W work_s=S
 overhead_per_task_ms=O xcom_plan_bytes=B db_growth_mb=D sensor_poke_ms=P isa=I`` (tasks:
 the mapped ones, 2 a group; wall: the DAG run's; I: the CPU's vector extensions,
-benchmarks/machine.py). Run it alone: every figure here is a latency on 2 shared cores.
+benchmarks/machine.py); under Celery the line goes on with ``executor=celery workers=2``.
+Run it alone: every figure here is a latency on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ def parse_args() -> argparse.Namespace:
                              "gpu pool's slots")
     parser.add_argument("--timeout-s", type=float, default=3600,
                         help="give up on the DAG run after this long")
+    parser.add_argument("--executor", choices=("local", "celery"), default="local",
+                        help="local: `airflow standalone`; celery: `make celery`'s deployment "
+                             "with two workers")
     parser.add_argument("--database", default="synthfactory_orchestration")
     parser.add_argument("--keep", action="store_true",
                         help="keep the folder and the database (for a look afterwards)")
@@ -103,7 +110,9 @@ def run_dag(args: argparse.Namespace, home: Path, db_uri: str) -> dict:
            "SYNTHFACTORY_DRY_RUN_ECHO_DELAY_S": f"{args.shard_seconds:g}"}
     env = {k: os.environ.get(k, v) for k, v in env.items()}  # the caller's settings win
     out: dict = {}
-    with sup.standalone(home, db_uri, env) as airflow:
+    deployment = (sup.celery(home, db_uri, env, args.parallelism) if args.executor == "celery"
+                  else sup.standalone(home, db_uri, env))
+    with deployment as airflow:
         api = airflow.api
         wait_for(lambda: api.call("GET", f"/api/v2/dags/{sup.DAG_ID}"), 600, "the DAG to parse")
         sup.retry(api, "POST", "/api/v2/pools", {"name": "gpu", "slots": args.parallelism,
@@ -156,8 +165,10 @@ def run_dag(args: argparse.Namespace, home: Path, db_uri: str) -> dict:
         sup.retry(api, "POST", f"/api/v2/dags/{sup.DAG_ID}/dagRuns/{run_id}/taskInstances/"
                   "plan_shards/xcomEntries", {"key": "plan_at_12t_shape", "value": prod})
         out["prod_pull_s"] = sup.time_pulls(api, run_id, "plan_shards", "plan_at_12t_shape")
-    logs = home / "airflow" / "logs"
-    out["marks"] = {t: sup.log_marks(logs, run_id, t) for t in (REPHRASE, VALIDATE)}
+    out["marks"] = {t: {} for t in (REPHRASE, VALIDATE)}
+    for logs in sup.task_log_folders(home):  # each Celery worker keeps the logs of its tasks
+        for t in out["marks"]:
+            out["marks"][t].update(sup.log_marks(logs, run_id, t))
     return out
 
 
@@ -233,7 +244,9 @@ def mean(values: list[float]) -> float:
 def report(args: argparse.Namespace, out: dict, a: dict, home: Path) -> None:
     groups = len(out["plan_value"])
     mapped = max(a["mapped"], 1)
-    print(f"\nDAG run {out['state']} in {a['wall_s'] or 0:.0f} s; {a['mapped']} mapped tasks "
+    print(f"\nexecutor: {args.executor}"
+          + (f", {len(sup.CELERY_WORKERS)} Celery workers" if args.executor == "celery" else ""))
+    print(f"DAG run {out['state']} in {a['wall_s'] or 0:.0f} s; {a['mapped']} mapped tasks "
           f"in a shard phase of {a['shard_phase_s'] or 0:.0f} s (first mapped start to last "
           f"end); load average {out['load']:.1f} at the end, on {os.cpu_count()} cores")
     if a["failed"]:
@@ -300,10 +313,13 @@ def report(args: argparse.Namespace, out: dict, a: dict, home: Path) -> None:
               f"{2 * overhead / gpu_ms:.3%} (both tasks); target < 1%")
     if args.keep:
         print(f"kept: {home} and database {args.database}")
+    celery = ({"executor": "celery", "workers": len(sup.CELERY_WORKERS)}
+              if args.executor == "celery" else {})
     print(result_line("orchestration", groups=groups, tasks=a["mapped"],
                       wall_s=f"{a['wall_s'] or 0:.0f}", work_s=f"{a['work_s']:.0f}",
                       overhead_per_task_ms=f"{overhead:.0f}", xcom_plan_bytes=text_bytes,
-                      db_growth_mb=f"{growth / 1e6:.1f}", sensor_poke_ms=f"{poke:.0f}"))
+                      db_growth_mb=f"{growth / 1e6:.1f}", sensor_poke_ms=f"{poke:.0f}",
+                      **celery))
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """What benchmarks/orchestration.py needs besides its flow: a throwaway PostgreSQL
-metadata database, `airflow standalone` on it (LocalExecutor), the seed partition, the
+metadata database, `airflow standalone` on it (LocalExecutor) or the Celery deployment of
+scripts/celery_airflow.py (two workers, a private Redis broker), the seed partition, the
 scheduler's own records read back, CPU time by Airflow component, and the capacity
 sensor's check timed in-process. Runs in .venv (Airflow); the engine's work goes through
 .venv-worker's programs."""
@@ -9,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from tests.support.airflow_home import airflow_env
 from tests.support.airflow_standalone import Api, wait_for
-from tests.support.paths import AIRFLOW, WORKER, WORKER_PYTHON
+from tests.support.paths import AIRFLOW, ROOT, WORKER, WORKER_PYTHON
 from tests.support.ports import free_port
 
 # The server's maintenance database: CREATE / DROP DATABASE are issued there.
@@ -118,6 +121,87 @@ class Airflow:
     pid: int
 
 
+def _login(base: str, airflow_home: Path) -> Api:
+    passwords = airflow_home / "simple_auth_manager_passwords.json.generated"
+    wait_for(passwords.exists, 120, "the admin password")
+    password = json.loads(passwords.read_text())["admin"]
+    token = Api(base).call("POST", "/auth/token",
+                           {"username": "admin", "password": password})["access_token"]
+    return Api(base, token)
+
+
+def _stop_group(proc: subprocess.Popen, seconds: float = 90) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+CELERY_WORKERS = ("worker-a", "worker-b")
+
+
+@contextlib.contextmanager
+def celery(home: Path, db_uri: str, env_extra: dict[str, str],
+           parallelism: int) -> Iterator[Airflow]:
+    """scripts/celery_airflow.py (`make celery`): scheduler, API server, DAG processor,
+    triggerer and two Celery workers serving every queue, ``parallelism`` task slots
+    between them, a private Redis broker on a free port, Celery's results in the
+    metadata database. Both workers are on this machine and share its disk, which the
+    deployment is told (SYNTHFACTORY_WORKERS_SHARE_DISK), so the run's file:// folders
+    pass check_params. Stops every component's process group, and the broker, on exit."""
+    redis = shutil.which("redis-server") or "/usr/bin/redis-server"
+    broker_port, port = free_port(), free_port()
+    (home / "redis").mkdir(parents=True, exist_ok=True)
+    broker = subprocess.Popen([redis, "--port", str(broker_port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", str(home / "redis")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    airflow_home = home / "airflow"
+    env = {**airflow_env(airflow_home),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_uri,
+           "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{broker_port}/0",
+           "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(max(parallelism // len(CELERY_WORKERS), 1)),
+           "SYNTHFACTORY_CELERY_WORKERS": " ".join(f"{w}:default,cpu,gpu"
+                                                   for w in CELERY_WORKERS),
+           "SYNTHFACTORY_WORKERS_SHARE_DISK": "1",
+           "SYNTHFACTORY_API_PORT": str(port),
+           "SYNTHFACTORY_FIRST_LOG_PORT": str(free_port()),
+           "AIRFLOW__API__HOST": "127.0.0.1",
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+           "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+           "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+           "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(home),
+           "SYNTHFACTORY_WORKER_BIN": str(WORKER),
+           "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           **env_extra}
+    log_path = home / "celery-deployment.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "celery_airflow.py")],
+                            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: proc.poll() is None and Api(base).call("GET", "/api/v2/monitor/health"),
+                 900, "the API server")
+        yield Airflow(_login(base, airflow_home), home, log_path, proc.pid)
+    finally:
+        _stop_group(proc)
+        _stop_group(broker, 10)
+        log.close()
+
+
+def task_log_folders(home: Path) -> list[Path]:
+    """Where task logs are: the LocalExecutor's one folder, or each Celery worker's."""
+    workers = sorted((home / "airflow" / "workers").glob("*/logs"))
+    return workers or [home / "airflow" / "logs"]
+
+
 @contextlib.contextmanager
 def standalone(home: Path, db_uri: str, env_extra: dict[str, str]) -> Iterator[Airflow]:
     """`airflow standalone` (scheduler, DAG processor, triggerer, API server) with the
@@ -147,20 +231,9 @@ def standalone(home: Path, db_uri: str, env_extra: dict[str, str]) -> Iterator[A
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for(lambda: Api(base).call("GET", "/api/v2/monitor/health"), 900, "the API server")
-        passwords = airflow_home / "simple_auth_manager_passwords.json.generated"
-        wait_for(passwords.exists, 120, "the admin password")
-        password = json.loads(passwords.read_text())["admin"]
-        token = Api(base).call("POST", "/auth/token",
-                               {"username": "admin", "password": password})["access_token"]
-        yield Airflow(Api(base, token), home, log_path, proc.pid)
+        yield Airflow(_login(base, airflow_home), home, log_path, proc.pid)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop_group(proc, 60)
         log.close()
 
 
@@ -218,7 +291,8 @@ class CpuSampler:
                 owner = {}
                 for top in tops:
                     words = " ".join(top.cmdline()).replace("_", "-")  # "api_server"
-                    name = next((c for c in COMPONENTS if c in words), "other")
+                    name = ("celery workers" if "celery worker" in words else
+                            next((c for c in COMPONENTS if c in words), "other"))
                     owner[top.pid] = name
                     for child in top.children(recursive=True):
                         owner[child.pid] = name
@@ -232,7 +306,7 @@ class CpuSampler:
                                        + times.children_system)
                         elif ".venv-worker" in " ".join(proc.cmdline()):
                             kind, seconds = "steps", times.user + times.system
-                        elif name == "scheduler":
+                        elif name in ("scheduler", "celery workers"):  # the executor's
                             kind, seconds = "task processes", times.user + times.system
                         else:
                             continue  # counted in its component's children time
@@ -422,9 +496,16 @@ def plan_value(tmp: Path, shards: int, groups: int, run_url_len: int,
     (run / "prompts").mkdir(parents=True, exist_ok=True)
     entries = [{"name": f"shard-{i:05d}", "url": f"file://{run}/prompts/shard-{i:05d}.parquet",
                 "rows": 1000, "tokens": 1_000_000} for i in range(shards)]
-    (run / "prompts" / "shards.json").write_text(json.dumps({"shards": entries}))
+    # the window is shards.json's (stitch's): plan refuses --max-model-len among the options
+    options, window = list(rephrase_options), None
+    if "--max-model-len" in options:
+        at = options.index("--max-model-len")
+        window = int(options[at + 1])
+        del options[at:at + 2]
+    (run / "prompts" / "shards.json").write_text(json.dumps(
+        {"shards": entries, **({"max_model_len": window} if window else {})}))
     out = subprocess.run([str(WORKER), "plan", "--run", f"file://{run}", "--max-groups",
-                          str(groups), "--", *rephrase_options],
+                          str(groups), "--", *options],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -21,8 +21,9 @@ on), and the scheduler, told to give up on a silent task after
 TASK_HEARTBEAT_TIMEOUT_S, hands the retry to the other worker. The marker stays, so the
 retry passes the point and resumes from the parts. Meanwhile the broker is restarted
 (its queues lost: no persistence) and a new commit of the DAGs is pushed to the git
-repository the deployment's DAG bundle tracks; once the run has finished, a second run
-(another day) is triggered on the new commit.
+repository the deployment's DAG bundle tracks; once the run has finished, a backfill of
+the three days before it runs on the new commit (BACKFILL_DAYS, the gpu pool's one slot:
+their rephrase waves take it in turn).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from tests.support.echo_worker import echo_worker
 from tests.support.paths import AIRFLOW_BIN, MODEL, MOTO_SERVER, ROOT, WORKER
 from tests.support.ports import free_port
 from tests.support.postgres import create_canary_role, drop_role, postgres_database, query
+from tests.support.scheduler import backfill
 
 DAG = "synthetic_rephrase"
 BUCKET = "lake"
@@ -69,7 +71,9 @@ RUN_TIMEOUT_S = 1500
 REMOTE_LOGS = f"s3://{BUCKET}/airflow-logs"
 BUNDLE = "synthfactory-dags"
 NEW_LICENSE = "cc-by-sa-4.0"  # the second commit's default for the license Param
-SECOND_DAY, SECOND_NEXT = "2026-11-28", "2026-11-29"  # the run on the second commit
+# the backfill on the second commit: the three days before DAY (interval starts)
+BACKFILL_DAYS = ("2026-11-26", "2026-11-27", "2026-11-28")
+CORPUS_DAYS = 4  # BACKFILL_DAYS and DAY
 
 
 @dataclass
@@ -95,7 +99,7 @@ class CeleryRun:
     canaries: dict[str, str] = field(default_factory=dict)
     scheduled_run: dict | None = None  # the run unpausing scheduled, on the default Params
     commits: tuple[str, str] = ("", "")  # the DAG repository's first and second commits
-    second_run: dict | None = None  # the run triggered after the second commit
+    backfill_runs: list[dict] = field(default_factory=list)  # on the second commit
     broker_away_s: float = 0.0  # how long the restarted broker was down
 
     @property
@@ -208,12 +212,13 @@ def deployment_env(home: Path, db: str, broker_port: int, api_port: int, s3: str
 
 
 def _write_corpus(s3: str, aws: dict[str, str]) -> None:
-    """Two days of seed documents on S3: crawl lists them, stitch reads them, on
+    """CORPUS_DAYS days of seed documents on S3: crawl lists them, stitch reads them, on
     whichever workers those tasks land."""
     env = {**os.environ, "AWS_ACCESS_KEY_ID": aws["key"], "AWS_SECRET_ACCESS_KEY": aws["secret"],
            "AWS_ENDPOINT_URL": s3, "AWS_REGION": REGION}
-    subprocess.run([str(WORKER), "corpus", "--out", f"s3://{BUCKET}/corpus", "--days", "2",
-                    "--docs-per-day", "4", "--end-date", DAY], check=True,
+    subprocess.run([str(WORKER), "corpus", "--out", f"s3://{BUCKET}/corpus",
+                    "--days", str(CORPUS_DAYS), "--docs-per-day", "4", "--end-date", DAY],
+                   check=True,
                    capture_output=True, env=env)
 
 
@@ -322,6 +327,18 @@ def finished_run(api: Api, run_id: str, seconds: float) -> dict:
     return wait_for(done, seconds, f"the run {run_id} to finish", every=5)
 
 
+def backfill_runs(api: Api, seconds: float) -> list[dict]:
+    """The backfill's runs, by day, once every one of BACKFILL_DAYS has finished."""
+    def done():
+        runs = [r for r in api.call("GET", f"/api/v2/dags/{DAG}/dagRuns?limit=100")["dag_runs"]
+                if r["run_type"] == "backfill"]
+        finished = [r for r in runs if r["state"] in ("success", "failed")]
+        ready = sorted(r["data_interval_start"][:10] for r in finished) == list(BACKFILL_DAYS)
+        return sorted(finished, key=lambda r: r["data_interval_start"]) if ready else None
+
+    return wait_for(done, seconds, "the backfill of " + ", ".join(BACKFILL_DAYS), every=5)
+
+
 # module scope: the deployment (six processes, a DAG processor re-reading the bundle every
 # few seconds) must be gone before the next module's tests; kept for the session, it
 # slowed the session DAG run past its timeout
@@ -416,12 +433,11 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, bro
         # mid-run, the team pushes the next version of the DAGs
         second_commit = push_license_change(clone, NEW_LICENSE)
         run = finished_run(api, run_id, RUN_TIMEOUT_S)
-        # the next run, once the DAG processor has parsed the new commit
+        # a backfill of the days before, once the DAG processor has parsed the new commit
         wait_for(lambda: second_commit in _parsed_versions(db), 300,
                  "the DAG processor to parse the second commit")
-        second_id = "celery-next-" + secrets.token_hex(3)
-        trigger(api, second_id, conf, SECOND_DAY, SECOND_NEXT)
-        second = finished_run(api, second_id, RUN_TIMEOUT_S)
+        backfill(api, list(BACKFILL_DAYS), conf, max_active_runs=len(BACKFILL_DAYS))
+        backfilled = backfill_runs(api, RUN_TIMEOUT_S)
         scheduled = [r for r in api.call("GET", f"/api/v2/dags/{DAG}/dagRuns")["dag_runs"]
                      if r["run_type"] == "scheduled"]
         scheduled = [finished_run(api, r["dag_run_id"], 300) for r in scheduled]
@@ -431,7 +447,7 @@ def _deployment(home, db, broker_port, api_port, s3, aws, role, pg_password, bro
                         canaries={"catalog password": pg_password,
                                   "AWS secret key": aws["secret"]},
                         scheduled_run=scheduled[0] if scheduled else None,
-                        commits=(first_commit, second_commit), second_run=second,
+                        commits=(first_commit, second_commit), backfill_runs=backfilled,
                         broker_away_s=broker_away_s)
     finally:
         _stop(deployment, 90)

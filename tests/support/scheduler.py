@@ -190,8 +190,7 @@ def wait_for_runs(session: SchedulerSession, run_type: str, days: list[str],
     return wait_for(finished, seconds, f"the {run_type} runs of {', '.join(days)}", every=10)
 
 
-def backfill(session: SchedulerSession, days: list[str], conf: dict,
-             max_active_runs: int) -> dict:
+def backfill(api: Api, days: list[str], conf: dict, max_active_runs: int) -> dict:
     """A backfill of ``days`` through the REST API, as the UI's Backfill form makes it;
     retried while the scheduler has not yet marked the previous backfill complete (one
     backfill per DAG at a time)."""
@@ -203,7 +202,7 @@ def backfill(session: SchedulerSession, days: list[str], conf: dict,
         import urllib.error
 
         try:
-            return while_locked(lambda: session.api.call("POST", "/api/v2/backfills", body))
+            return while_locked(lambda: api.call("POST", "/api/v2/backfills", body))
         except urllib.error.HTTPError as exc:
             if exc.code == 409:  # another backfill is running (or not yet marked complete)
                 return None

@@ -76,7 +76,7 @@ def _backfill_three_days(scheduler, days: list[str], gpu_slots: int):
     dag = scheduler.api.call("GET", f"/api/v2/dags/{DAG}")
     assert dag["max_active_runs"] == 3  # SYNTHFACTORY_MAX_ACTIVE_RUNS' default
     ensure_pool(scheduler.api, "gpu", gpu_slots)
-    backfill(scheduler, days, CONF, max_active_runs=dag["max_active_runs"])
+    backfill(scheduler.api, days, CONF, max_active_runs=dag["max_active_runs"])
     runs = wait_for_runs(scheduler, "backfill", days, RUNS_S)
     assert {r["state"] for r in runs} == {"success"}, _log_tail(scheduler)
     run_ids = [r["dag_run_id"] for r in runs]

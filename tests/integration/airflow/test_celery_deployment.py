@@ -4,8 +4,8 @@ on a disk two tasks share. One deployment and one run carry every test here (fix
 ``celery_run``, support/celery_deployment.py): the run's rephrase worker is SIGKILLed
 after the step's first checkpoint part, the broker is restarted while the scheduler
 waits out the dead task, a new version of the DAGs is pushed to their git repository,
-and the run must still finish on its own version with every row exactly once; a second
-run then takes the new version."""
+and the run must still finish on its own version with every row exactly once; a three-day
+backfill then runs on the new version."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import subprocess
 import urllib.parse
 
 from synthfactory.contract import steps
-from tests.support.celery_deployment import BUCKET, DAG, NEW_LICENSE, WORKERS
+from tests.support.airflow_standalone import wait_for
+from tests.support.celery_deployment import BACKFILL_DAYS, BUCKET, DAG, NEW_LICENSE, WORKERS
 from tests.support.paths import ROOT, WORKER_PYTHON
 
 COUNT_ROWS = ROOT / "tests" / "integration" / "kubernetes" / "count_rows.py"
@@ -127,9 +128,17 @@ def test_task_logs_are_read_from_s3_once_their_worker_is_gone(celery_run):
         shown = _log(celery_run, celery_run.run_id, task_id, try_number, map_index)
         if task_id in STEP_TASKS:  # the local runner's "running <argv>" line
             assert f"echo-worker {STEP_TASKS[task_id].name} " in shown, (task_id, shown[-2000:])
-    for worker in WORKERS:  # nothing kept on the workers' own disks
-        logs = celery_run.home / "airflow" / "workers" / worker / "logs"
-        assert not list(logs.rglob("attempt=*.log")) or worker == celery_run.killed.name
+    # nothing kept on the live worker's disk: its copy of a log goes once the upload is
+    # done, which may be just after the last task of the last run has ended
+    def kept_locally() -> list[str]:
+        return [str(p) for w in WORKERS if w != celery_run.killed.name
+                for p in (celery_run.home / "airflow" / "workers" / w / "logs").rglob(
+                    "attempt=*.log")]
+
+    try:
+        wait_for(lambda: not kept_locally(), 60, "the workers' local log copies to go")
+    except AssertionError:
+        raise AssertionError(f"task logs kept on a worker's disk: {kept_locally()}") from None
 
 
 def test_no_secret_reaches_the_task_logs_in_s3(celery_run):
@@ -169,20 +178,51 @@ def _card_license(celery_run, day: str) -> str:
                 if line.startswith("license:"))
 
 
+def _backfill_ids(celery_run) -> list[str]:
+    return [r["dag_run_id"] for r in celery_run.backfill_runs]
+
+
+def test_a_three_day_backfill_runs_under_celery(celery_run):
+    """After the first run, a backfill of the three days before it (the UI's Backfill form,
+    through the REST API): each day reads its own partition and commits its own run folder
+    on S3, and with the gpu pool's one slot their rephrase waves took it in turn, on
+    whichever worker was free."""
+    runs = celery_run.backfill_runs
+    assert [r["data_interval_start"][:10] for r in runs] == list(BACKFILL_DAYS)
+    assert {r["state"] for r in runs} == {"success"}, celery_run.tail()
+    s3 = celery_run.s3()
+    for day in BACKFILL_DAYS:
+        run = f"data/{DAG}/{day}/"
+        summary = json.loads(s3.get_object(Bucket=BUCKET, Key=run + "manifest/_SUMMARY.json")
+                             ["Body"].read())
+        assert summary["partitions"] == 1 and summary["objects"] > 0, (day, summary)
+        assert any(k.endswith("/_COMMITTED.json") and "/generated/" in k
+                   for k in celery_run.keys(run)), day
+    rephrase = sorted(celery_run.query(
+        "SELECT start_date, end_date, hostname FROM task_instance WHERE dag_id = %s AND "
+        "task_id = 'shard.rephrase' AND run_id = ANY(%s)", DAG, _backfill_ids(celery_run)))
+    assert len(rephrase) == len(BACKFILL_DAYS), rephrase
+    for (_, end, _), (start, _, _) in zip(rephrase, rephrase[1:], strict=False):
+        assert end <= start, rephrase  # one gpu slot: one wave at a time
+    print("backfill shard.rephrase: " + ", ".join(
+        f"{s:%H:%M:%S}-{e:%H:%M:%S} on {h}" for s, e, h in rephrase))
+
+
 def test_a_run_keeps_the_dag_version_it_started_on(celery_run):
     """The DAGs come from a git repository (a versioned DAG bundle). A commit pushed while
     the first run is under way changes the license Param's default: that run still
-    finishes on its own commit (its card says the old licence), the next run is on the new
-    commit (its card says the new one)."""
+    finishes on its own commit (its card says the old licence), the backfill after it is
+    on the new commit (its cards say the new one)."""
     first, second = celery_run.commits
     assert celery_run.run["state"] == "success", celery_run.tail()
-    assert celery_run.second_run["state"] == "success", celery_run.tail()
+    later = _backfill_ids(celery_run)
+    assert later and {r["state"] for r in celery_run.backfill_runs} == {"success"}
     versions = dict(celery_run.query(
-        "SELECT run_id, bundle_version FROM dag_run WHERE dag_id = %s AND run_id IN (%s, %s)",
-        DAG, celery_run.run_id, celery_run.second_run["dag_run_id"]))
+        "SELECT run_id, bundle_version FROM dag_run WHERE dag_id = %s AND run_id = ANY(%s)",
+        DAG, [celery_run.run_id, *later]))
     print(f"DAG bundle versions: first run {versions[celery_run.run_id]}, "
-          f"next run {versions[celery_run.second_run['dag_run_id']]}")
-    assert versions == {celery_run.run_id: first, celery_run.second_run["dag_run_id"]: second}
+          f"backfill runs {sorted({versions[r] for r in later})}")
+    assert versions == {celery_run.run_id: first, **{r: second for r in later}}
     # every task of the first run, those after the push included, ran its first version
     task_versions = {v for (v,) in celery_run.query(
         "SELECT DISTINCT v.bundle_version FROM task_instance t JOIN dag_version v "
@@ -190,7 +230,8 @@ def test_a_run_keeps_the_dag_version_it_started_on(celery_run):
         DAG, celery_run.run_id)}
     assert task_versions == {first}, task_versions
     assert _card_license(celery_run, "2026-11-29") == "other"
-    assert _card_license(celery_run, "2026-11-28") == NEW_LICENSE
+    for day in BACKFILL_DAYS:
+        assert _card_license(celery_run, day) == NEW_LICENSE, day
 
 
 def test_each_run_records_the_installed_package_it_ran_with(celery_run):
@@ -198,7 +239,7 @@ def test_each_run_records_the_installed_package_it_ran_with(celery_run):
     version check_params records in the run's XCom."""
     from importlib.metadata import version
 
-    for run_id in (celery_run.run_id, celery_run.second_run["dag_run_id"]):
+    for run_id in (celery_run.run_id, *_backfill_ids(celery_run)):
         value = celery_run.api.call(
             "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/check_params/"
                    "xcomEntries/return_value")["value"]
