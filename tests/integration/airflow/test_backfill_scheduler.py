@@ -4,19 +4,21 @@ one, support/scheduler.py).
 
 Every run reads only its own day's partition and writes its own run folder. Days overlap
 (the DAG's max_active_runs, SYNTHFACTORY_MAX_ACTIVE_RUNS, default 3): a backfill of three
-days runs their rephrase waves at once when the gpu pool has a slot for each, and one at
-a time when it has one slot, read from the task instances' start and end dates in the
-metadata database (the scheduler's own records). The days come from today's date in
-UTC, as the real scheduler sees it. Rephrase runs the echo engine, each for
-support/scheduler.py's REPHRASE_S seconds.
+days runs their rephrase waves at once when the gpu pool has a slot for each, read from
+the task instances' start and end dates in the metadata database (the scheduler's own
+records). One slot makes them take turns: pools are the scheduler's, whatever the
+executor, and the Celery deployment's backfill checks that (test_celery_deployment.py).
+The days come from today's date in UTC, as the real scheduler sees it. Rephrase runs the
+echo engine, each for support/scheduler.py's REPHRASE_S seconds.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 
 from tests.support.airflow_standalone import ensure_pool
+from tests.support.intervals import most_at_once, overlaps
 from tests.support.scheduler import DAG, REPHRASE_S, backfill, wait_for_runs
 
 # small runs: three documents a day, one shard, one rephrase task per day
@@ -49,26 +51,6 @@ def _reads_its_own_day(scheduler, day: str) -> None:
     assert list(run.glob("generated/*/_COMMITTED.json"))
 
 
-def _overlaps(intervals) -> set[frozenset[str]]:
-    """Pairs of runs whose intervals ((run_id, map_index, start, end)) overlap in time."""
-    pairs = set()
-    for i, (run_a, _, start_a, end_a) in enumerate(intervals):
-        for run_b, _, start_b, end_b in intervals[i + 1:]:
-            if run_a != run_b and start_a < end_b and start_b < end_a:
-                pairs.add(frozenset((run_a, run_b)))
-    return pairs
-
-
-def _most_at_once(intervals) -> int:
-    events = sorted([(s, 1) for _, _, s, _ in intervals] + [(e, -1) for _, _, _, e in intervals],
-                    key=lambda ev: (ev[0], ev[1]))  # an end before a start at the same instant
-    running = most = 0
-    for _, step in events:
-        running += step
-        most = max(most, running)
-    return most
-
-
 def _backfill_three_days(scheduler, days: list[str], gpu_slots: int):
     """A backfill of ``days`` as many at once as the DAG allows (the UI's Backfill form
     caps its max_active_runs at the DAG's), with ``gpu_slots`` in the gpu pool; the
@@ -95,28 +77,10 @@ def test_a_backfill_runs_its_days_rephrase_waves_at_once_when_capacity_allows(sc
     all three generate at the same time, and each day reads and writes its own."""
     days = [scheduler.day(6), scheduler.day(5), scheduler.day(4)]
     _, rephrase = _backfill_three_days(scheduler, days, gpu_slots=8)
-    assert _most_at_once(rephrase) == 3, rephrase
-    assert len(_overlaps(rephrase)) == 3  # every pair of days overlapped
+    assert most_at_once(rephrase) == 3, rephrase
+    assert len(overlaps(rephrase)) == 3  # every pair of days overlapped
     for day in days:
         _reads_its_own_day(scheduler, day)
-
-
-def test_a_backfill_runs_its_days_rephrase_waves_one_at_a_time_when_it_does_not(scheduler):
-    """Three days, one GPU slot: the days still overlap (crawl and stitch run side by
-    side), but their rephrase waves queue for the slot, one after the other."""
-    days = [scheduler.day(9), scheduler.day(8), scheduler.day(7)]
-    runs, rephrase = _backfill_three_days(scheduler, days, gpu_slots=1)
-    assert _overlaps(rephrase) == set(), rephrase
-    for (_, _, _, end), (_, _, start, _) in zip(rephrase, rephrase[1:], strict=False):
-        assert end <= start
-    # what serialised them was the pool, not the runs: the runs overlapped
-    spans = [(r["dag_run_id"], 0, datetime.fromisoformat(r["start_date"]),
-              datetime.fromisoformat(r["end_date"])) for r in runs]
-    assert _most_at_once(spans) >= 2, spans
-    # every GPU step of those days took the one slot in turn: the smoke tests too
-    gpu = sorted([*rephrase, *scheduler.timeline([r["dag_run_id"] for r in runs],
-                                                 "smoke_test_training")], key=lambda t: t[2])
-    assert _most_at_once(gpu) == 1, gpu
 
 
 def test_the_scheduled_run_reads_its_own_day(scheduler):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.parse
+from datetime import datetime
 
 from synthfactory.contract import steps
 from tests.support.airflow_standalone import wait_for
 from tests.support.celery_deployment import BACKFILL_DAYS, BUCKET, DAG, NEW_LICENSE, WORKERS
+from tests.support.intervals import most_at_once, overlaps
 from tests.support.paths import ROOT, WORKER_PYTHON
 
 COUNT_ROWS = ROOT / "tests" / "integration" / "kubernetes" / "count_rows.py"
@@ -185,8 +187,8 @@ def _backfill_ids(celery_run) -> list[str]:
 def test_a_three_day_backfill_runs_under_celery(celery_run):
     """After the first run, a backfill of the three days before it (the UI's Backfill form,
     through the REST API): each day reads its own partition and commits its own run folder
-    on S3, and with the gpu pool's one slot their rephrase waves took it in turn, on
-    whichever worker was free."""
+    on S3, and with the gpu pool's one slot their GPU steps took it in turn, on whichever
+    worker was free, while the runs overlapped."""
     runs = celery_run.backfill_runs
     assert [r["data_interval_start"][:10] for r in runs] == list(BACKFILL_DAYS)
     assert {r["state"] for r in runs} == {"success"}, celery_run.tail()
@@ -198,14 +200,25 @@ def test_a_three_day_backfill_runs_under_celery(celery_run):
         assert summary["partitions"] == 1 and summary["objects"] > 0, (day, summary)
         assert any(k.endswith("/_COMMITTED.json") and "/generated/" in k
                    for k in celery_run.keys(run)), day
-    rephrase = sorted(celery_run.query(
-        "SELECT start_date, end_date, hostname FROM task_instance WHERE dag_id = %s AND "
-        "task_id = 'shard.rephrase' AND run_id = ANY(%s)", DAG, _backfill_ids(celery_run)))
-    assert len(rephrase) == len(BACKFILL_DAYS), rephrase
-    for (_, end, _), (start, _, _) in zip(rephrase, rephrase[1:], strict=False):
-        assert end <= start, rephrase  # one gpu slot: one wave at a time
+    def timeline(task_id: str) -> list[tuple]:
+        return sorted(celery_run.query(
+            "SELECT run_id, map_index, start_date, end_date, hostname FROM task_instance "
+            "WHERE dag_id = %s AND task_id = %s AND run_id = ANY(%s)",
+            DAG, task_id, _backfill_ids(celery_run)), key=lambda t: t[2])
+
+    rephrase = timeline("shard.rephrase")
     print("backfill shard.rephrase: " + ", ".join(
-        f"{s:%H:%M:%S}-{e:%H:%M:%S} on {h}" for s, e, h in rephrase))
+        f"{s:%H:%M:%S}-{e:%H:%M:%S} on {h}" for _, _, s, e, h in rephrase))
+    assert len(rephrase) == len(BACKFILL_DAYS), rephrase
+    # the gpu pool's one slot: the days' waves took it in turn, as did their smoke tests
+    # (every GPU step) ...
+    assert overlaps([t[:4] for t in rephrase]) == set(), rephrase
+    gpu = [t[:4] for t in rephrase + timeline("smoke_test_training")]
+    assert most_at_once(gpu) == 1, gpu
+    # ... while the runs themselves overlapped: the pool serialised them, not the runs
+    spans = [(r["dag_run_id"], 0, datetime.fromisoformat(r["start_date"]),
+              datetime.fromisoformat(r["end_date"])) for r in runs]
+    assert most_at_once(spans) >= 2, spans
 
 
 def test_a_run_keeps_the_dag_version_it_started_on(celery_run):
