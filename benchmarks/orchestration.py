@@ -313,13 +313,20 @@ def report(args: argparse.Namespace, out: dict, a: dict, home: Path) -> None:
               f"{2 * overhead / gpu_ms:.3%} (both tasks); target < 1%")
     if args.keep:
         print(f"kept: {home} and database {args.database}")
-    celery = ({"executor": "celery", "workers": len(sup.CELERY_WORKERS)}
-              if args.executor == "celery" else {})
-    print(result_line("orchestration", groups=groups, tasks=a["mapped"],
-                      wall_s=f"{a['wall_s'] or 0:.0f}", work_s=f"{a['work_s']:.0f}",
-                      overhead_per_task_ms=f"{overhead:.0f}", xcom_plan_bytes=text_bytes,
-                      db_growth_mb=f"{growth / 1e6:.1f}", sensor_poke_ms=f"{poke:.0f}",
-                      **celery))
+    wall_s, work_s = f"{a['wall_s'] or 0:.0f}", f"{a['work_s']:.0f}"
+    overhead_ms, growth_mb, poke_ms = f"{overhead:.0f}", f"{growth / 1e6:.1f}", f"{poke:.0f}"
+    # the same line under Celery, with the executor and its workers after it
+    if args.executor == "celery":
+        print(result_line("orchestration", groups=groups, tasks=a["mapped"], wall_s=wall_s,
+                          work_s=work_s, overhead_per_task_ms=overhead_ms,
+                          xcom_plan_bytes=text_bytes, db_growth_mb=growth_mb,
+                          sensor_poke_ms=poke_ms, executor="celery",
+                          workers=len(sup.CELERY_WORKERS)))
+    else:
+        print(result_line("orchestration", groups=groups, tasks=a["mapped"], wall_s=wall_s,
+                          work_s=work_s, overhead_per_task_ms=overhead_ms,
+                          xcom_plan_bytes=text_bytes, db_growth_mb=growth_mb,
+                          sensor_poke_ms=poke_ms))
 
 
 def main() -> None:
