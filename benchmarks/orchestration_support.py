@@ -144,6 +144,24 @@ def _stop_group(proc: subprocess.Popen, seconds: float = 90) -> None:
 CELERY_WORKERS = ("worker-a", "worker-b")
 
 
+def _deployment_env(home: Path, db_uri: str, api_port: int) -> dict[str, str]:
+    """What both executors' deployments share: the metadata database, the API server the
+    task supervisors reach, one trigger log-server port, the local runner."""
+    return {**airflow_env(home / "airflow"),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_uri,
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL":
+                f"http://127.0.0.1:{api_port}/execution/",
+            # a loaded 2-core machine answers the task supervisors in seconds, not ms
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            # only the run the benchmark triggers: no scheduled run of the latest day
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+            "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(home),
+            "SYNTHFACTORY_WORKER_BIN": str(WORKER),
+            "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 @contextlib.contextmanager
 def celery(home: Path, db_uri: str, env_extra: dict[str, str],
            parallelism: int) -> Iterator[Airflow]:
@@ -161,8 +179,7 @@ def celery(home: Path, db_uri: str, env_extra: dict[str, str],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     airflow_home = home / "airflow"
-    env = {**airflow_env(airflow_home),
-           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_uri,
+    env = {**_deployment_env(home, db_uri, port),
            "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{broker_port}/0",
            "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(max(parallelism // len(CELERY_WORKERS), 1)),
            "SYNTHFACTORY_CELERY_WORKERS": " ".join(f"{w}:default,cpu,gpu"
@@ -171,14 +188,6 @@ def celery(home: Path, db_uri: str, env_extra: dict[str, str],
            "SYNTHFACTORY_API_PORT": str(port),
            "SYNTHFACTORY_FIRST_LOG_PORT": str(free_port()),
            "AIRFLOW__API__HOST": "127.0.0.1",
-           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-           "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
-           "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-           "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(home),
-           "SYNTHFACTORY_WORKER_BIN": str(WORKER),
-           "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",
            **env_extra}
     log_path = home / "celery-deployment.log"
     log = open(log_path, "w")
@@ -208,21 +217,10 @@ def standalone(home: Path, db_uri: str, env_extra: dict[str, str]) -> Iterator[A
     LocalExecutor on ``db_uri``; stops its whole process group on exit."""
     port = free_port()
     airflow_home = home / "airflow"
-    env = {**airflow_env(airflow_home),
-           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_uri,
+    env = {**_deployment_env(home, db_uri, port),
            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
            "AIRFLOW__API__PORT": str(port),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-           "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-           # a loaded 2-core machine answers the task supervisors in seconds, not ms
-           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
-           # only the run the benchmark triggers: no scheduled run of the latest day
-           "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-           "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-           "SYNTHFACTORY_RUNNER": "local", "SYNTHFACTORY_HOME": str(home),
-           "SYNTHFACTORY_WORKER_BIN": str(WORKER),
-           "PATH": f"{AIRFLOW.parent}{os.pathsep}{os.environ.get('PATH', '')}",
            **env_extra}
     log_path = home / "standalone.log"
     log = open(log_path, "w")
