@@ -8,6 +8,7 @@ import textwrap
 from synthfactory import hardware, storage
 from synthfactory.contract import ReportJson, paths
 from synthfactory.layout import RunLayout
+from synthfactory.quality.reasons import GROUNDING
 from synthfactory.report_figures import build_report, shard_figures
 
 LABEL = 24  # the width of the first column
@@ -87,6 +88,44 @@ def attempt_lines(report: ReportJson) -> list[str]:
                      f"generated / {a['usable_tokens']} usable = "
                      f"{a['generated_per_usable']:.2f} generated tokens per usable token")
     return lines
+
+
+def grounding_lines(report: ReportJson) -> list[str]:
+    """How grounded the usable rows are (docs/adr/0148): rows per band of their grounded
+    score, rows rejected per grounding reason, and the medians of the rows that stopped
+    by themselves and of the trimmed ones."""
+    quality = report["quality"] or {}
+    g = quality.get("grounding")
+    if not g:
+        return []
+    bands = ", ".join(f"{name} {n}" for name, n in g["bands"].items())
+    rejected = ", ".join(f"{r} {quality['reasons'].get(r, 0)}" for r in GROUNDING)
+    lines = ["grounded usable rows".ljust(LABEL) + f"{bands} (share of each row's content "
+             "its source has)",
+             "rejected for grounding".ljust(LABEL) + rejected]
+    for ending, f in g["by_ending"].items():
+        if f["rows"]:
+            lines.append(f"usable, {ending}".ljust(LABEL) + f"{f['rows']} rows: median "
+                         f"output/source words {_ratio(f['output_source_ratio'])}, source "
+                         f"content kept {_ratio(f['content_kept'])}, grounded "
+                         f"{_ratio(f['grounded'])}")
+    return lines
+
+
+def showcase(run_url: str) -> dict | None:
+    """The demo's example: the first usable joined row in prompt order (a whole
+    document, not a chunked one, where one is usable), with its grounding scores."""
+    joined = storage.run_folder(run_url).joined() or {}
+    first_chunked = None
+    for part in joined.get("parts") or []:
+        rows = storage.read_table(storage.join(run_url, "joined", part["name"])).to_pylist()
+        for row in rows:
+            if not row["usable"]:
+                continue
+            if (row.get("chunk_count") or 1) == 1:
+                return row
+            first_chunked = first_chunked or row
+    return first_chunked
 
 
 def _ratio(value: float | None) -> str:
@@ -170,13 +209,7 @@ def main() -> None:
     catalog = SqlCatalog("synthfactory", uri=args.catalog_uri, warehouse=args.warehouse)
     table = catalog.load_table(args.table)
     arrow = table.scan(row_filter=f"run_url == '{layout.run_url}'").to_arrow()
-    first = commits[0]
-    part = storage.read_table(storage.join(layout.shard_output(files.shards[0].name),
-                                           first["parts"][0]["name"]))
-    example = part.slice(0, 1).to_pylist()[0]
-    prompts = storage.read_table(files.shards[0].entry["url"])
-    prompt = prompts.slice(example["row"], 1).to_pylist()[0]
-    source = prompt["user"].split("Text:\n", 1)[-1]
+    example = showcase(layout.run_url)
 
     print()
     print("=" * 72)
@@ -197,6 +230,7 @@ def main() -> None:
     print("\n".join(quality_lines(report)))
     print("\n".join(yield_lines(report)))
     print("\n".join(attempt_lines(report)))
+    print("\n".join(grounding_lines(report)))
     print(f"catalog table           {args.table}: {arrow.num_rows} rows of this run "
           f"({catalog.properties.get('uri')})")
     print("query it with           .venv-worker/bin/synthfactory catalog show "
@@ -206,10 +240,16 @@ def main() -> None:
         print(f"dataset card            {card}")
         print(f"export it with          .venv-worker/bin/synthfactory export --run "
               f"{layout.run_url} --out file:///tmp/synthfactory-export")
-    print(f"\nexample ({example['template_id']} style), source document {example['id']}:")
-    print(_wrap(source))
-    print("rephrased:")
-    print(_wrap(example["output_text"]))
+    if example is None:
+        print("\nexample                 none: no row of this run is usable")
+    else:
+        ended = "trimmed" if example.get("trimmed_chunks") else "stopped by itself"
+        print(f"\nexample: a usable row, template {example['template_id']}, document "
+              f"{example['id']} ({ended}); grounded {_ratio(example.get('grounded'))}, "
+              f"source content kept {_ratio(example.get('content_kept'))}")
+        print(_wrap(_first_source(layout.run_url, example["id"])))
+        print("rephrased:")
+        print(_wrap(example["clean_text"] or example["output_text"]))
     joined = joined_example(layout.run_url)
     if joined:
         print()

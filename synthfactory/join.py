@@ -36,8 +36,9 @@ from synthfactory.contract import JoinedJson, JoinedTemplate, paths
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
 from synthfactory.layout import RunLayout
+from synthfactory.quality.grounding_totals import GroundingTotals, joined_scores
 from synthfactory.quality.repair import TRIMMED
-from synthfactory.quality.table import QA_PAIRS
+from synthfactory.quality.table import QA_PAIRS, SCORE_FIELDS
 from synthfactory.run_reader import CommittedRun, CommittedShard, read_committed_run
 
 log = logging.getLogger(__name__)
@@ -66,12 +67,16 @@ JOINED_SCHEMA = pa.schema([
     # generated before attempts were kept (docs/adr/0141)
     ("attempt", pa.int32()),
     ("trimmed_chunks", pa.int32()),  # chunks whose output was trimmed (quality/repair.py)
+    # the chunks' grounding scores joined (quality/grounding_totals.py; null: a chunk
+    # not scored, or gated before scores were kept), word counts summed (ADR 0148)
+    *SCORE_FIELDS,
 ])
 UNKNOWN_DOMAIN = "unknown"  # by_domain's key for rows of a run stitched before domains
 # the generated columns a joined row adds up or judges; any other (an older or newer
 # worker's) is carried from the document's first chunk, as register carried it before
 _GENERATED = {"id", "template_id", "row", "output_text", "prompt_tokens", "output_tokens",
               "finish_reason", "model", "attempt", "kept_tokens"}
+_SCORES = tuple(f.name for f in SCORE_FIELDS)
 
 
 def run(args: argparse.Namespace) -> JoinedJson:
@@ -100,6 +105,7 @@ class _Chunk:
     qa_pairs: list | None = None
     domain: str | None = None
     attempt: int | None = None
+    scores: dict = field(default_factory=dict)  # the verdict's score columns
 
 
 @dataclass
@@ -155,6 +161,7 @@ class _Totals:
     trimmed: int = 0  # usable rows with a trimmed chunk
     by_template: dict[str, JoinedTemplate] = field(default_factory=dict)
     by_domain: dict[str, JoinedTemplate] = field(default_factory=dict)
+    grounding: GroundingTotals = field(default_factory=GroundingTotals)
 
     def add(self, row: dict) -> None:
         self.joined += 1
@@ -171,6 +178,7 @@ class _Totals:
                 group["usable"] += 1
                 group["usable_output_tokens"] += row["output_tokens"]
         if row["usable"]:
+            self.grounding.add(row, row["template_id"], row["domain"] or UNKNOWN_DOMAIN)
             self.usable_output_tokens += row["output_tokens"]
             attempt = str(row["attempt"] or 1)
             self.usable_at_attempt[attempt] = self.usable_at_attempt.get(attempt, 0) + 1
@@ -192,6 +200,7 @@ class _Totals:
             "trimmed": self.trimmed,
             "by_template": dict(sorted(self.by_template.items())),
             "by_domain": dict(sorted(self.by_domain.items())),
+            "grounding": self.grounding.summary(),
             "parts": parts,
             "commits": {s.name: str(s.commit.get("output_checksum")) for s in committed.shards},
         }
@@ -224,7 +233,8 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
     domains = prompts.column("domain").to_pylist() if "domain" in names else [None] * n
     verdicts = storage.read_table(shard.verdicts_url)  # qa_pairs: not in older verdicts
     verdicts = verdicts.select([c for c in ("row", "usable", "reasons", "clean_text",
-                                            "qa_pairs") if c in verdicts.column_names])
+                                            "qa_pairs", *_SCORES)
+                                if c in verdicts.column_names])
     verdict_of = {r["row"]: r for r in verdicts.to_pylist()}
     generated = {}
     for url in shard.part_urls:
@@ -256,7 +266,7 @@ def _join_shard(layout: RunLayout, shard: CommittedShard, pending: dict, totals:
                 int(source[row] or 0), g["finish_reason"],
                 g.get("template_version"), g["model"],
                 {k: v for k, v in g.items() if k not in _GENERATED}, v.get("qa_pairs"),
-                domains[row], g.get("attempt"))
+                domains[row], g.get("attempt"), {k: v.get(k) for k in _SCORES})
         if len(doc.chunks) + doc.quarantined < doc.count:
             continue  # chunks still to come, in a later row or shard
         del pending[key]
@@ -309,6 +319,7 @@ def _joined_row(key: tuple[str, str], doc: _Pending) -> dict:
         "qa_pairs": pairs, "domain": chunks[0].domain,
         "attempt": max((c.attempt for c in chunks if c.attempt is not None), default=None),
         "trimmed_chunks": sum(c.finish_reason == TRIMMED for c in chunks),
+        **joined_scores([c.scores for c in chunks]),
         **{k: v for k, v in chunks[0].extra.items() if k != "template_version"},
     }
 

@@ -11,6 +11,14 @@ Why each default is what it is (docs/quality.md has the table):
   step's threshold, where degenerate loops sit well above and prose well below.
 - ``language_min_words`` 8 and ``language_confidence`` 0.8: language identification
   of a few words is a guess; both texts must be that long and both verdicts that sure.
+- The grounding bounds (synthfactory/quality/grounding.py; docs/adr/0148 has the
+  labelled rows each was set on): ``min_grounded`` (the share of the output's content
+  in sentences its source supports; under it: ``ungrounded``), ``min_kept`` (the share
+  of the source's content the output keeps; under it: ``content_lost``; a summary's is
+  lower than a tutorial's) and ``max_invented`` (names, identifiers and numbers the
+  source does not have; over it, or one in place of one of the source's:
+  ``invented``). A sentence repeated (``repeated_block``) has no bound: a faithful
+  rephrase never writes one out twice.
 
 A template may also declare what its outputs must keep or look like (the domain
 checks, synthfactory/quality/domain.py; none by default, so a template that declares
@@ -45,6 +53,10 @@ class Bounds:
     max_repetition: float = 0.5
     language_min_words: int = 8
     language_confidence: float = 0.8
+    # grounding (module docstring; docs/adr/0148)
+    min_grounded: float = 0.2
+    min_kept: float = 0.2
+    max_invented: int = 2
     # the domain checks a template declares (module docstring); off by default
     keep_code: bool = False
     keep_numbers: float | None = None  # the tolerance: share of numbers that may go
@@ -69,6 +81,12 @@ class Bounds:
         for name in ("copy_ngram", "language_min_words"):
             if getattr(self, name) < 1:
                 raise SynthfactoryError(f"{source}: quality {name} must be >= 1")
+        for name in ("min_grounded", "min_kept"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise SynthfactoryError(f"{source}: quality {name} must be in [0, 1], "
+                                        f"got {getattr(self, name)}")
+        if self.max_invented < 0:
+            raise SynthfactoryError(f"{source}: quality max_invented must be >= 0")
 
 
 # the numeric bounds (what the command line overrides), then the declared checks

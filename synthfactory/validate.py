@@ -21,7 +21,7 @@ from synthfactory.quality import decontaminate
 from synthfactory.quality.gate import verdict_columns
 from synthfactory.quality.reasons import REASONS
 from synthfactory.quality.repair import TRIMMED
-from synthfactory.quality.table import QA_PAIRS
+from synthfactory.quality.table import QA_PAIRS, SCORE_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,9 @@ VERDICT_SCHEMA = pa.schema([
     # its output was trimmed (docs/adr/0141)
     ("attempt", pa.int32()), ("trimmed", pa.bool_()),
     # the benchmarks the row shares an n-gram with (reason contaminated; [] otherwise)
-    ("contaminated_by", pa.list_(pa.string()))])
+    ("contaminated_by", pa.list_(pa.string())),
+    # the grounding scores and word counts (quality/grounding.py; docs/adr/0148)
+    *SCORE_FIELDS])
 
 
 def _gate(shard_url: str, table: pa.Table | None, layout: RunLayout, name: str,
@@ -123,9 +125,10 @@ def _gate(shard_url: str, table: pa.Table | None, layout: RunLayout, name: str,
         "reasons": [verdicts["reasons"][i] for i in rejected],
         "output_text": [rows[i]["output_text"] for i in rejected],
         "contaminated_by": [verdicts["contaminated_by"][i] for i in rejected],
+        **{f.name: [verdicts[f.name][i] for i in rejected] for f in SCORE_FIELDS},
     }, schema=pa.schema([("row", pa.int64()), ("id", pa.string()), ("template_id", pa.string()),
                          ("reasons", pa.list_(pa.string())), ("output_text", pa.string()),
-                         ("contaminated_by", pa.list_(pa.string()))])),
+                         ("contaminated_by", pa.list_(pa.string())), *SCORE_FIELDS])),
         layout.shard_rejected(name))
     return quality_counts(columns), verdicts["reasons"]
 

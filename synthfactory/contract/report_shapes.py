@@ -12,7 +12,7 @@ to tell ``NotRequired`` keys apart.
 
 from typing import Any, NotRequired, TypedDict
 
-from synthfactory.contract.shapes import LengthStats, ValidationFlags
+from synthfactory.contract.shapes import JoinedGrounding, LengthStats, ValidationFlags
 
 # -- report/report.json (report) -------------------------------------------------------
 
@@ -216,6 +216,9 @@ ReportQuality = TypedDict("ReportQuality", {
     "usable_tokens_per_s": float | None,  # per generation second, beside tokens_per_s
     "usable_tokens_per_device_s": float | None,
     "examples": list[ReportRejectedExample],  # one per reason; [] where parquet was not read
+    # from the join (None before it, or joined before the scores): the usable rows by
+    # grounding band, by template, domain and ending (docs/adr/0148)
+    "grounding": JoinedGrounding | None,
 })
 
 

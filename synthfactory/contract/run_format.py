@@ -28,7 +28,8 @@ BEFORE_THE_JOIN = 2  # no joined/ folder (ADR 0136)
 BEFORE_DOMAINS = 3  # joined/_JOINED.json without by_domain (ADR 0139)
 BEFORE_ATTEMPTS = 4  # commits without attempts, a join without its attempt counts (0141)
 BEFORE_DECONTAMINATION = 5  # quality counts without contaminated_by (ADR 0142)
-RUN_FORMAT = 6  # this engine's: shards.json names it (``run_format``), stitch writes it
+BEFORE_GROUNDING = 6  # verdicts without grounding scores, a join without grounding (0148)
+RUN_FORMAT = 7  # this engine's: shards.json names it (``run_format``), stitch writes it
 
 # Keys a join from before attempts lacks, and what a reader takes them to be: every
 # usable row made at its first attempt counts under no attempt (the join did not count).
@@ -63,6 +64,8 @@ def folder_format(files: RunFiles) -> int:
         return BEFORE_ATTEMPTS
     if any("contaminated_by" not in v["quality"] for v in validations):
         return BEFORE_DECONTAMINATION
+    if joined is not None and "grounding" not in joined:
+        return BEFORE_GROUNDING
     return RUN_FORMAT
 
 
@@ -74,7 +77,8 @@ def upgrade(files: RunFiles) -> RunFiles:
     - quality counts from before decontamination: ``contaminated_by`` {};
     - a commit from before attempts: ``attempts`` None (one attempt a row);
     - a join from before domains: ``by_domain`` {}; from before attempts: no attempt
-      counts (``usable_at_attempt`` {}, the chunked and trimmed counts None).
+      counts (``usable_at_attempt`` {}, the chunked and trimmed counts None); from
+      before grounding scores: ``grounding`` None.
 
     A folder from before the join has no joined summary, as a run still going: None."""
     shards = tuple(upgrade_shard(s) for s in files.shards)
@@ -82,7 +86,7 @@ def upgrade(files: RunFiles) -> RunFiles:
                      if s.validation is not None and s.validation["quality"] is None)
     joined = files.joined
     if joined is not None:
-        joined = {**_JOIN_BEFORE_ATTEMPTS, "by_domain": {}, **joined}
+        joined = {**_JOIN_BEFORE_ATTEMPTS, "by_domain": {}, "grounding": None, **joined}
     return replace(files, shards=shards, joined=joined, format=folder_format(files),
                    outdated=outdated)
 

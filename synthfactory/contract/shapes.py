@@ -190,6 +190,24 @@ class JoinedTemplate(TypedDict):
     usable_output_tokens: int
 
 
+class GroundingEnding(TypedDict):
+    rows: int  # usable joined rows that ended this way
+    output_source_ratio: float | None  # median output words / source words
+    content_kept: float | None  # median share of the source's content kept
+    grounded: float | None  # median share of the output's content its source has
+
+
+class JoinedGrounding(TypedDict):
+    """The usable joined rows by the band of their ``grounded`` score ("<0.5",
+    "0.5-0.7", "0.7-0.9", ">=0.9"; "unscored" only where some are), overall, by
+    template and by domain, and the medians by how they ended (docs/adr/0148)."""
+
+    bands: dict[str, int]
+    by_template: dict[str, dict[str, int]]
+    by_domain: dict[str, dict[str, int]]
+    by_ending: dict[str, GroundingEnding]  # "stopped", "trimmed"
+
+
 class JoinedPart(TypedDict):
     name: str  # shard-00003.parquet
     rows: int
@@ -215,6 +233,8 @@ class JoinedJson(TypedDict):
     # the same counts by the documents' domain (web, code, math; "unknown": a run
     # stitched before domains); adds up to joined, usable and the token sums (ADR 0139)
     by_domain: dict[str, JoinedTemplate]
+    # the usable rows' grounding (None: joined before scores were kept; ADR 0148)
+    grounding: JoinedGrounding | None
     parts: list[JoinedPart]
     commits: dict[str, str]  # shard -> the output checksum of the commit it joined
 

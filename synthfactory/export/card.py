@@ -139,6 +139,10 @@ def body(facts: RunFacts, files: list[DataFile] | None) -> str:
                  v.get("usable_tokens"), v.get("token_yield")]
                 for d, v in (quality.get("by_domain") or {}).items()]),
         "",
+        "## Grounding",
+        "",
+        _grounding(quality),
+        "",
         "## Decontamination",
         "",
         _decontamination(facts),
@@ -167,6 +171,33 @@ def body(facts: RunFacts, files: list[DataFile] | None) -> str:
         "",
     ]
     return "\n".join(parts)
+
+
+def _grounding(quality: dict) -> str:
+    """The usable rows by how much of their content their source has (docs/quality.md,
+    "Grounding"), by template and by domain, and the medians by how the rows ended."""
+    g = quality.get("grounding")
+    if not g:
+        return "Not measured: the run was gated before grounding scores were kept."
+    bands = list(g["bands"])
+    return "\n".join([
+        "Each usable row's `grounded` score is the share of its content words (weighted by "
+        "rarity) that its source document has; the data files carry it per row with "
+        "`content_kept`, `invented_terms` and `repeated_sentences`, so a stricter "
+        "threshold needs no second gate.",
+        "",
+        _table(["usable rows", *bands],
+               [["all", *g["bands"].values()],
+                *[[f"template {t}", *(c.get(b, 0) for b in bands)]
+                  for t, c in g["by_template"].items()],
+                *[[f"domain {d}", *(c.get(b, 0) for b in bands)]
+                  for d, c in g["by_domain"].items()]]),
+        "",
+        _table(["usable rows that", "rows", "median output/source words",
+                "median source content kept", "median grounded"],
+               [[e, f["rows"], f["output_source_ratio"], f["content_kept"], f["grounded"]]
+                for e, f in g["by_ending"].items()]),
+    ])
 
 
 def _decontamination(facts: RunFacts) -> str:

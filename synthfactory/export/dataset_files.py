@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from synthfactory import storage
 from synthfactory.contract import paths
 from synthfactory.errors import SynthfactoryError
-from synthfactory.quality.table import QA_PAIRS
+from synthfactory.quality.table import QA_PAIRS, SCORE_FIELDS
 
 DATA = "data"
 SPLIT = "train"
@@ -43,6 +43,8 @@ SCHEMA = pa.schema([
     ("chunk_count", pa.int32()),
     ("attempt", pa.int32()),  # the latest attempt its chunks needed (docs/adr/0141)
     ("qa_pairs", QA_PAIRS),  # a qa_pairs template's pairs; null for the others
+    # the grounding scores, so a stricter threshold needs no second gate (ADR 0148)
+    *SCORE_FIELDS,
 ])
 _RENAMED = {"text": "clean_text"}
 

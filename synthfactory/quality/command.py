@@ -32,6 +32,12 @@ OVERRIDES = {  # flag -> (Bounds field, type, help)
                              "words both texts need before their languages are compared"),
     "--language-confidence": ("language_confidence", fraction,
                               "probability both language verdicts need"),
+    "--min-grounded": ("min_grounded", fraction, "share of the output's content its source "
+                                                 "has under this: ungrounded"),
+    "--min-kept": ("min_kept", fraction, "share of the source's content the output has "
+                                         "under this: content_lost"),
+    "--max-invented": ("max_invented", int, "names, identifiers, numbers not in the source "
+                                            "over this: invented"),
 }
 
 

@@ -203,6 +203,14 @@ def source_numbers(source: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(f for f in formulae if f), frozenset(numbers)
 
 
+def numbers_said(text: str) -> frozenset[str]:
+    """Every number ``text`` holds, in code and formulae too, as written without
+    thousands separators and trailing decimal zeros; a number word up to twenty too."""
+    said = {_number(n) for n in _NUMBER.findall(text)}
+    said.update(str(_WORDS.index(w.lower())) for w in _NUMBER_WORD.findall(text))
+    return frozenset(said)
+
+
 def numbers_lost(source: str, output: str, tolerance: float) -> bool:
     """Whether more than ``tolerance`` of the source's distinct formulae and numbers are
     missing from the output."""
@@ -211,8 +219,7 @@ def numbers_lost(source: str, output: str, tolerance: float) -> bool:
     if not total:
         return False
     flat = _formula(output.replace("$", ""))
-    said = {_number(n) for n in _NUMBER.findall(output)}
-    said.update(str(_WORDS.index(w.lower())) for w in _NUMBER_WORD.findall(output))
+    said = numbers_said(output)
     lost = sum(f not in flat for f in formulae) + len(numbers - said)
     return lost / total > tolerance
 

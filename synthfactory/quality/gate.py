@@ -6,6 +6,9 @@ offer); the duplicate check runs last, over the rows every other check let throu
 of a cluster of identical outputs exactly one is kept. The checks a template declares
 (keep_code, keep_numbers, output_shape: quality/domain.py) run where it declares them;
 ``assess(..., domain_checks=False)`` leaves them out (the benchmark's baseline only).
+The grounding checks (quality/grounding.py: ungrounded, content_lost, invented,
+repeated_block) judge what the output says against its source; their scores go with
+every verdict, so a team can pick its own threshold later without gating again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from synthfactory.quality import checks, dedup, domain
+from synthfactory.quality import checks, dedup, domain, grounding
 from synthfactory.quality.clean import clean_text
 from synthfactory.quality.reasons import REASONS
 from synthfactory.quality_bounds import Bounds
@@ -40,10 +43,40 @@ class Verdict:
     qa_pairs: list[dict[str, str]] | None = None
     # the benchmarks whose n-grams the output or its source holds (reason contaminated)
     contaminated_by: list[str] = field(default_factory=list)
+    # the grounding scores (None: not scored: empty, a refusal, another language)
+    grounding: grounding.Scores | None = None
 
     @property
     def usable(self) -> bool:
         return not self.reasons
+
+
+# Reasons that say the output is no rephrasing in the source's language at all: its
+# grounding is not scored (a refusal's words are not the source's, and word overlap
+# across languages means nothing)
+NOT_A_REPHRASING = frozenset({"empty", "refusal", "language"})
+
+
+def _grounding(row: Row, text: str, bounds: Bounds, found: set[str]
+               ) -> grounding.Scores | None:
+    """The output's grounding scores, and its grounding reasons added to ``found``. Not
+    scored for an output that is no rephrasing (NOT_A_REPHRASING) nor for a template
+    that names another language for its outputs. content_lost is not added to a row
+    already too_short or in a loop (repetition): those name the same fault first."""
+    if found & NOT_A_REPHRASING or bounds.target_language is not None:
+        return None
+    scores = grounding.score(row.source_text or "", text,
+                             numbers=bounds.keep_numbers is None)
+    if scores.grounded < bounds.min_grounded or scores.drifts():
+        found.add("ungrounded")
+    lost = scores.kept < bounds.min_kept or scores.end_kept < grounding.END_KEPT
+    if lost and not found & {"too_short", "repetition"}:
+        found.add("content_lost")
+    if len(scores.invented) > bounds.max_invented or scores.changed:
+        found.add("invented")
+    if scores.repeated:
+        found.add("repeated_block")
+    return scores
 
 
 def _row_reasons(row: Row, text: str, out_words: list[str], bounds: Bounds,
@@ -120,16 +153,21 @@ def _contaminated_by(rows: Sequence[Row], texts: Sequence[str],
 def assess(rows: Sequence[Row], bounds_for: Callable[[str | None], Bounds],
            duplicate_jaccard: float = dedup.JACCARD,
            domain_checks: bool = True,
-           benchmarks: BenchmarkIndex | None = None) -> list[Verdict]:
+           benchmarks: BenchmarkIndex | None = None,
+           grounding_checks: bool = True) -> list[Verdict]:
     """``domain_checks=False``: without the checks templates declare (code_broken,
     numbers_lost, wrong_format, and judging copying and language by prose alone); only
     benchmarks/quality.py's baseline passes it. ``benchmarks``: the decontamination
-    index (quality/decontaminate.py); None: no row is checked against one."""
+    index (quality/decontaminate.py); None: no row is checked against one.
+    ``grounding_checks=False``: without the grounding checks (benchmarks/grounding.py's
+    baseline only)."""
     texts = [clean_text(row.output_text or "") for row in rows]
     out_words = [checks.words(text) for text in texts]
     bounds = [bounds_for(row.template) for row in rows]
     found = [_row_reasons(row, text, tokens, b, domain_checks)
              for row, text, tokens, b in zip(rows, texts, out_words, bounds, strict=True)]
+    scores = [_grounding(row, text, b, reasons) if grounding_checks and text else None
+              for row, text, b, reasons in zip(rows, texts, bounds, found, strict=True)]
     pairs = [_qa_pairs(text, b, domain_checks) for text, b in zip(texts, bounds, strict=True)]
     for reasons, parsed, b in zip(found, pairs, bounds, strict=True):
         if parsed == [] and b.output_shape == "qa_pairs" and "empty" not in reasons:
@@ -143,9 +181,9 @@ def assess(rows: Sequence[Row], bounds_for: Callable[[str | None], Bounds],
     for reasons, is_duplicate in zip(found, duplicate, strict=True):
         if is_duplicate:
             reasons.add("duplicate")
-    return [Verdict(text, [r for r in REASONS if r in reasons], parsed, names)
-            for text, reasons, parsed, names in zip(texts, found, pairs, contaminated,
-                                                    strict=True)]
+    return [Verdict(text, [r for r in REASONS if r in reasons], parsed, names, score)
+            for text, reasons, parsed, names, score in zip(texts, found, pairs, contaminated,
+                                                           scores, strict=True)]
 
 
 def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
@@ -209,8 +247,27 @@ def verdict_columns(rows: Sequence[tuple[str, str, str | None, str | None]],
     against its template's bounds and the source its user message holds (the pipeline's
     validate step; the templates as ``Gate`` finds them)."""
     gate = Gate(max_repetition, run_templates, benchmarks)
-    verdicts = gate.assess([gate.row(*row) for row in rows])
+    gated = [gate.row(*row) for row in rows]
+    verdicts = gate.assess(gated)
     return {"usable": [v.usable for v in verdicts], "reasons": [v.reasons for v in verdicts],
             "clean_text": [v.clean_text for v in verdicts],
             "qa_pairs": [v.qa_pairs for v in verdicts],
-            "contaminated_by": [v.contaminated_by for v in verdicts]}
+            "contaminated_by": [v.contaminated_by for v in verdicts],
+            **score_columns(gated, verdicts)}
+
+
+def score_columns(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> dict[str, list]:
+    """Each verdict's grounding scores as columns (None where not scored: an empty
+    output, a refusal, another language), and both texts' word counts (the length ratio
+    a report's medians are taken of)."""
+    columns: dict[str, list] = {name: [] for name in SCORE_COLUMNS}
+    for row, verdict in zip(rows, verdicts, strict=True):
+        scores = verdict.grounding.as_columns() if verdict.grounding else {}
+        for name in grounding.SCORE_NAMES:
+            columns[name].append(scores.get(name))
+        columns["source_words"].append(len(checks.words(row.source_text or "")))
+        columns["output_words"].append(len(checks.words(verdict.clean_text)))
+    return columns
+
+
+SCORE_COLUMNS = (*grounding.SCORE_NAMES, "source_words", "output_words")

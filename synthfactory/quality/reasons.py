@@ -24,7 +24,20 @@ REASONS: dict[str, str] = {
     # it keeps its columns (the newest reason appended)
     "contaminated": "the output or its source shares a word n-gram with a text of a "
                     "benchmark the run names (--benchmarks; the verdict names which)",
+    # grounding (quality/grounding.py, docs/adr/0148): what the output says against what
+    # its source says; appended after contaminated for the RESULT line's readers
+    "ungrounded": "too much of the output is in sentences its source does not support (a "
+                  "run-on's tail, a paragraph about something else, another document)",
+    "content_lost": "the output keeps less of its source's content than the template's "
+                    "min_kept (the first half only, a drift away from the source)",
+    "invented": "names, identifiers or numbers the source does not have: more than the "
+                "template's max_invented, or one in place of one of the source's (a "
+                "changed fact)",
+    "repeated_block": "a sentence or block of the output repeats an earlier one word for "
+                      "word or nearly: a loop the 4-gram share misses",
 }
+# The grounding reasons, in vocabulary order: each verdict's scores are kept with it
+GROUNDING = ("ungrounded", "content_lost", "invented", "repeated_block")
 
 # The reasons another sample of the same prompt can fix, each with why: a row rejected
 # for any of them (and for no other) is generated again, up to --max-attempts attempts
@@ -43,6 +56,14 @@ RETRYABLE: dict[str, str] = {
     "code_broken": "another draw may keep the code verbatim, as the prompt asks",
     "numbers_lost": "another draw may keep the numbers, as the prompt asks",
     "wrong_format": "another draw may follow the format the prompt asks for",
+    # grounding (docs/adr/0148): what a draw says is sampled as much as where it stops
+    "ungrounded": "a run-on or a drift is sampled; where the tail is the only fault the "
+                  "trim cuts it first (no GPU), and a later attempt's repetition penalty "
+                  "shortens run-ons",
+    "content_lost": "what the model skips is sampled: another draw covers the source again",
+    "invented": "a made-up name or number is a sampled token, not the prompt's",
+    "repeated_block": "a block written twice is a loop; the later attempts' repetition "
+                      "penalty is aimed at it",
 }
 # Never retried: "contaminated" (the source quotes the benchmark in most cases, and
 # another sample of the same prompt rephrases the same quote; the worker holds no

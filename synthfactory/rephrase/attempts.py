@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 
 from synthfactory.quality.gate import Gate
+from synthfactory.quality.grounding import cut_filter
 from synthfactory.quality.reasons import RETRYABLE
 from synthfactory.quality.repair import TRIMMED, trim
 
@@ -87,8 +88,10 @@ class Judge:
         if not reasons:
             return Outcome([], True, text, finish, output_tokens)
         if self.repairs:
+            source = self.gate.row(user, text, finish, template).source_text
             cut = trim(text, reasons, finish,
-                       lambda candidate: not self.usable(user, candidate, TRIMMED, template))
+                       lambda candidate: not self.usable(user, candidate, TRIMMED, template),
+                       allowed=cut_filter(source, text))
             if cut is not None:
                 kept = round(output_tokens * len(cut) / len(text)) if text else 0
                 return Outcome(reasons, True, cut, TRIMMED, kept, repair=TRIMMED)

@@ -58,6 +58,7 @@ def quality_figures(files: RunFiles,
         "usable_tokens_per_s": per_second(tokens, generation_s),
         "usable_tokens_per_device_s": per_second(tokens, device_s),
         "examples": examples or [],
+        "grounding": files.joined["grounding"] if files.joined else None,
     }
     return report, device_s
 

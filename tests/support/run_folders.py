@@ -254,6 +254,13 @@ def _write_verdicts(layout: RunLayout, name: str, generated: list[dict], rejecte
                "qa_pairs": [None] * len(generated),
                "attempt": [r.get("attempt") for r in generated],
                "trimmed": [False] * len(generated),
-               "contaminated_by": [[] for _ in generated]}
+               "contaminated_by": [[] for _ in generated],
+               # grounding scores as the gate gives a faithful rephrasing (ADR 0148)
+               "grounded": [0.95] * len(generated), "drift": [1.0] * len(generated),
+               "content_kept": [0.6] * len(generated), "end_kept": [1.0] * len(generated),
+               "invented_terms": [[] for _ in generated],
+               "repeated_sentences": [0] * len(generated),
+               "source_words": [100] * len(generated),
+               "output_words": [len(r["output_text"].split()) for r in generated]}
     storage.write_table(pa.table(columns, schema=VERDICT_SCHEMA), layout.shard_verdicts(name))
     return quality_counts(columns)

@@ -59,6 +59,18 @@ LABELLED = {
                     "stop", "code_tutorial"),  # the kept block no longer parses
     "numbers_lost": (MATH_SOURCE, MATH_CHANGED, "stop", "math_solution"),  # 2.5 h became 3
     "wrong_format": (SOURCE, REWRITE, "stop", "qa"),  # prose, not Question:/Answer: pairs
+    # grounding (ADR 0148; the labelled rows of every kind: test_grounding.py)
+    "ungrounded": (WEB_SOURCE, DISTILL + "\n\nVisitors often say the view from the top is "
+                   "worth the long queue at the lifts. Many of them also buy small souvenirs "
+                   "and postcards before they walk back along the river.", "stop",
+                   "encyclopedic"),  # a paragraph the source never says
+    "content_lost": (WEB_SOURCE, "Finished in 1889, the Eiffel Tower first served as the "
+                     "entrance arch of the World's Fair held in Paris. It rises 330 metres and "
+                     "weighs roughly 10,100 tonnes.", "stop", "encyclopedic"),  # stops halfway
+    "invented": (WEB_SOURCE, DISTILL.replace("1889", "1887"), "stop",
+                 "encyclopedic"),  # a changed date
+    "repeated_block": (WEB_SOURCE, DISTILL + " " + DISTILL.split(". ")[0] + ".", "stop",
+                       "encyclopedic"),  # a sentence written out twice
 }
 CLEAN = [
     (SOURCE, REWRITE, "stop", "encyclopedic"),
@@ -183,11 +195,19 @@ def test_command_writes_verdict_columns_and_prints_result(tmp_path):
     assert lines[-2] == ("RESULT quality rows=4 usable=1 empty=0 truncated=0 refusal=0 "
                          "repetition=0 copy_of_source=1 too_short=1 too_long=0 language=0 "
                          "code_broken=0 numbers_lost=0 wrong_format=0 duplicate=1 "
-                         "contaminated=0")
+                         "contaminated=0 ungrounded=0 content_lost=0 invented=0 "
+                         "repeated_block=0")
     assert json.loads(lines[-1])["rejected"] == 3
     table = pq.read_table(out)
     assert table.column_names == ["id", "source_text", "output_text", "finish_reason",
-                                  "template", "usable", "reasons", "clean_text", "qa_pairs"]
+                                  "template", "usable", "reasons", "clean_text", "qa_pairs",
+                                  "grounded", "drift", "content_kept", "end_kept",
+                                  "invented_terms", "repeated_sentences", "source_words",
+                                  "output_words"]
+    # every row scored: the copy is all source, the rewrite in other words half of it
+    assert table.column("grounded").to_pylist()[0] == 1.0
+    assert 0.3 < table.column("grounded").to_pylist()[1] < 1.0
+    assert table.column("source_words").to_pylist()[1] == len(SOURCE.replace("-", " ").split())
     assert table.column("usable").to_pylist() == [False, True, False, False]
     assert table.column("reasons").to_pylist() == [["copy_of_source"], [], ["too_short"],
                                                    ["duplicate"]]
@@ -198,6 +218,11 @@ def test_command_override_beats_the_template(tmp_path):
     url = _table(tmp_path, id=["a"], source_text=[pair[0]], output_text=[pair[1]],
                  finish_reason=["stop"], template=["encyclopedic"])
     result = _quality("--in", url, "--out", f"file://{tmp_path}/o.parquet", "--min-ratio", "0.1")
+    # no longer too_short: what it lost of its source is now named instead
+    assert "RESULT quality rows=1 usable=0 " in result.stdout, result.stderr
+    assert " too_short=0 " in result.stdout and " content_lost=1 " in result.stdout
+    result = _quality("--in", url, "--out", f"file://{tmp_path}/o.parquet", "--min-ratio", "0.1",
+                      "--min-kept", "0.05")
     assert "RESULT quality rows=1 usable=1 " in result.stdout, result.stderr
 
 

@@ -55,9 +55,21 @@ BEFORE_THE_JOIN = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
                           validation={**VALIDATION, "quality": QUALITY})
 BEFORE_DOMAINS = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
                          validation={**VALIDATION, "quality": QUALITY}, joined=JOINED)
+GROUNDING = {"bands": {"<0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, ">=0.9": 2},
+             "by_template": {"qa": {"<0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, ">=0.9": 2}},
+             "by_domain": {"web": {"<0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, ">=0.9": 2}},
+             "by_ending": {"stopped": {"rows": 4, "output_source_ratio": 1.1,
+                                       "content_kept": 0.5, "grounded": 0.9},
+                           "trimmed": {"rows": 0, "output_source_ratio": None,
+                                       "content_kept": None, "grounded": None}}}
+BEFORE_GROUNDING = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
+                           validation={**VALIDATION, "quality": {**QUALITY,
+                                                                 "contaminated_by": {}}},
+                           joined={**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS})
 CURRENT = _folder(plan={"run_format": RUN_FORMAT}, commit={**COMMIT, "attempts": ATTEMPTS},
                   validation={**VALIDATION, "quality": {**QUALITY, "contaminated_by": {}}},
-                  joined={**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS})
+                  joined={**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS,
+                          "grounding": GROUNDING})
 
 
 def test_a_folder_from_before_the_gate_reads_in_the_current_shape():
@@ -98,9 +110,20 @@ def test_a_join_from_before_domains_and_attempts_reads_in_the_current_shape():
 def test_a_current_folder_reads_unchanged():
     files = CURRENT.read()
     assert files.format == RUN_FORMAT and files.outdated == ()
-    assert files.joined == {**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS}
+    assert files.joined == {**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS,
+                            "grounding": GROUNDING}
+    report = build_report("mem://run", files, [shard_figures(s) for s in files.shards])
+    assert report["quality"]["grounding"] == GROUNDING
     assert fmt.upgrade(files) == files  # upgrading twice changes nothing
     assert CURRENT.shard(PLAN["shards"][0]) == files.shards[0]
+
+
+def test_a_join_from_before_grounding_reads_with_no_grounding():
+    files = BEFORE_GROUNDING.read()
+    assert files.format == fmt.BEFORE_GROUNDING and files.outdated == ()
+    assert files.joined["grounding"] is None and files.joined["by_domain"] == DOMAINS
+    report = build_report("mem://run", files, [shard_figures(s) for s in files.shards])
+    assert report["quality"]["grounding"] is None
 
 
 def test_an_old_lineage_row_registered_every_generated_row():
@@ -112,6 +135,7 @@ def test_an_old_lineage_row_registered_every_generated_row():
 # not write. Only contract/run_format.py may (the readers read the upgraded shape).
 FORMAT_KEYS = ("quality", "by_domain", "usable_at_attempt", "chunked_usable",
                "chunked_saved", "trimmed", "contaminated_by", "attempts", "rows_registered",
+               "grounding",
                "run_format")
 FORMAT_READ = re.compile(r"""["'](%s)["']\s+(not\s+)?in\s""" % "|".join(FORMAT_KEYS)  # noqa: UP031
                          + r"""|\.get\(\s*["'](rows_registered|run_format)["']""")
