@@ -50,6 +50,7 @@ MIN_TAIL_SENTENCES = 2
 # thirds: the output stops halfway (content_lost); first halves 0.00-0.28, faithful and
 # reworded rows 0.40 and above.
 END_KEPT = 0.35
+END_MIN_TERMS = 24  # a source with fewer content terms has no end to lose
 # a sentence under SUPPORTED of whose content weight its source has: where the trim may
 # not end an output
 SUPPORTED = 0.34
@@ -88,37 +89,48 @@ def _stemmer():
     return snowballstemmer.stemmer("english")
 
 
-@lru_cache(maxsize=200_000)
+_TERMS: dict[str, tuple[str, float]] = {}  # word -> (stem, weight), every word seen once
+_MAX_TERMS = 500_000  # words kept (a few tens of MB); past it the cache starts again
+
+
 def _term(word: str) -> tuple[str, float]:
     """A lower-cased word's stem and weight (0: a function word, not content)."""
-    from wordfreq import zipf_frequency
+    found = _TERMS.get(word)
+    if found is None:
+        from wordfreq import zipf_frequency
 
-    weight = min(MAX_WEIGHT, max(0.0, COMMON_ZIPF - zipf_frequency(word, "en")))
-    return _stemmer().stemWord(word), weight
+        if len(_TERMS) >= _MAX_TERMS:
+            _TERMS.clear()
+        weight = min(MAX_WEIGHT, max(0.0, COMMON_ZIPF - zipf_frequency(word, "en")))
+        found = _TERMS[word] = (_stemmer().stemWord(word), weight)
+    return found
 
 
 @dataclass(frozen=True)
 class Sentence:
     text: str
-    start: int  # character offsets in the text it was cut from
-    end: int
+    start: int  # where it starts in the text it was cut from
     terms: dict[str, float]  # stem -> weight
+    weight: float  # the terms' weights summed
+    words: int
 
-    @property
-    def weight(self) -> float:
-        return sum(self.terms.values())
+
+def _sentence(text: str, start: int) -> Sentence:
+    words = _WORD.findall(text.lower())
+    terms = _terms(words)
+    return Sentence(text, start, terms, sum(terms.values()), len(words))
 
 
 def _code_terms(text: str) -> dict[str, float]:
     terms: dict[str, float] = {}
     for block in domain.code_blocks(text):
-        terms.update(_terms(block.code))
+        terms.update(_terms(_WORD.findall(block.code.lower())))
     return terms
 
 
-def _terms(text: str) -> dict[str, float]:
+def _terms(words: list[str]) -> dict[str, float]:
     terms: dict[str, float] = {}
-    for word in _WORD.findall(text.lower()):
+    for word in words:
         stem, weight = _term(word)
         if weight > 0:
             terms[stem] = weight
@@ -126,21 +138,21 @@ def _terms(text: str) -> dict[str, float]:
 
 
 def sentences(text: str) -> list[Sentence]:
-    """``text``'s sentences with their offsets: blocks between blank lines, lines that
-    start a list item or heading, then blingfire's sentences within each."""
+    """``text``'s sentences with where each starts: blocks between blank lines, lines
+    that start a list item or heading, then blingfire's sentences within each.
+    blingfire's own offsets cost ten times its split (a Python loop over its tokens), so
+    each sentence is found in its block by its first word, from where the last one was."""
     import blingfire
 
     out: list[Sentence] = []
     for block_start, block in _pieces(text):
-        _, offsets = blingfire.text_to_sentences_and_offsets(block)
-        # blingfire's offsets are UTF-8 byte offsets: map them back to characters
-        raw = block.encode("utf-8")
-        for begin, end in offsets:
-            a = len(raw[:begin].decode("utf-8", "ignore"))
-            b = len(raw[:end].decode("utf-8", "ignore"))
-            piece = block[a:b]
-            if piece.strip():
-                out.append(Sentence(piece, block_start + a, block_start + b, _terms(piece)))
+        pos = 0
+        for piece in blingfire.text_to_sentences(block).split("\n"):
+            if not piece.strip():
+                continue
+            found = block.find(piece.split(None, 1)[0], pos)
+            pos = found if found >= 0 else pos
+            out.append(_sentence(piece, block_start + pos))
     return out
 
 
@@ -167,33 +179,38 @@ def _pieces(text: str) -> list[tuple[int, str]]:
 
 class SourceTerms:
     """The source's terms, for looking up an output's: by stem, and by a stem's first
-    ``PREFIX`` letters."""
+    ``PREFIX`` letters; in the order the source first uses them (its last third's
+    terms: ``end_kept``). One pass over its words, code included (an output's prose may
+    explain the source's code): a source is not cut into sentences, only outputs are."""
 
-    def __init__(self, sents: list[Sentence], text: str):
-        self.sentences = sents
-        # the source's code is part of what it says: an output's prose may explain it
-        self.stems: dict[str, float] = _code_terms(text)
-        for s in sents:
-            self.stems.update(s.terms)
+    def __init__(self, text: str):
+        self.stems: dict[str, float] = {}  # in order of first use
+        for word in _WORD.findall(text.lower()):
+            stem, weight = _term(word)
+            if weight > 0 and stem not in self.stems:
+                self.stems[stem] = weight
         self.prefixes = {stem[:PREFIX] for stem in self.stems if len(stem) >= PREFIX}
         self.words = set(_WORD.findall(text.lower()))
         self.lower = text.lower()
+        # every number it says (code too), and those its prose states as facts
+        self.numbers_said = domain.numbers_said(text)
+        self.facts = _numbers(text)
 
     def has(self, stem: str) -> bool:
         return stem in self.stems or (len(stem) >= PREFIX and stem[:PREFIX] in self.prefixes)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def source_terms(source: str) -> SourceTerms:
-    """A source's sentences and terms, once for all its rows (its templates, its
-    attempts, the trim's candidates)."""
-    return SourceTerms(sentences(source), source)
+    """A source's terms, once for all its rows (its templates, its attempts, the trim's
+    candidates)."""
+    return SourceTerms(source)
 
 
 def clear_caches() -> None:
     """Forget every source and word seen (the benchmark's rounds start cold)."""
     source_terms.cache_clear()
-    _term.cache_clear()
+    _TERMS.clear()
 
 
 def support(sentence: Sentence, source: SourceTerms) -> float:
@@ -206,7 +223,7 @@ def support(sentence: Sentence, source: SourceTerms) -> float:
 
 
 def judged(sentence: Sentence) -> bool:
-    return len(_WORD.findall(sentence.text)) >= MIN_SENTENCE_WORDS
+    return sentence.words >= MIN_SENTENCE_WORDS
 
 
 def _shingles(text: str) -> frozenset[tuple[str, ...]]:
@@ -219,7 +236,7 @@ def repeats(sents: list[Sentence]) -> list[int]:
     seen: list[frozenset] = []
     out = []
     for i, s in enumerate(sents):
-        if len(_WORD.findall(s.text)) < REPEAT_MIN_WORDS:
+        if s.words < REPEAT_MIN_WORDS:
             continue
         grams = _shingles(s.text)
         if any(len(grams & g) / len(grams | g) >= NEAR for g in seen):
@@ -228,18 +245,18 @@ def repeats(sents: list[Sentence]) -> list[int]:
     return out
 
 
-def _names(text: str) -> set[str]:
+def _names(sents: list[Sentence]) -> set[str]:
     """Capitalised words that are not a sentence's or a line's first word, lower-cased."""
     out = set()
-    for piece in sentences(text):
-        letters = [c for c in piece.text if c.isalpha()]
-        if sum(c.isupper() for c in letters) > len(letters) / 2:
+    for piece in sents:
+        if sum(map(str.isupper, piece.text)) > sum(map(str.islower, piece.text)):
             continue  # shouted, not named: every word of it capitalised
         opening = _OPENING.match(piece.text)
         first = opening.start(1) if opening else -1
         for m in _CAPITALISED.finditer(piece.text):
             word = m.group().lower()
-            if (m.start() == first or _AFTER_COLON.search(piece.text[:m.start()])
+            before = piece.text[max(0, m.start() - 4):m.start()]
+            if (m.start() == first or _AFTER_COLON.search(before)
                     or not _term(word)[1]):  # a function word capitalised ("The")
                 continue
             out.add(word)
@@ -259,8 +276,8 @@ def _numbers(text: str) -> frozenset[str]:
     return domain.source_numbers(_ENUMERATOR.sub(" ", text))[1]
 
 
-def invented(source: str, output: str, src: SourceTerms, numbers: bool = True
-             ) -> tuple[list[str], bool]:
+def invented(source: str, output: str, src: SourceTerms, out_sents: list[Sentence],
+             numbers: bool = True) -> tuple[list[str], bool]:
     """The output's names, identifiers and (with ``numbers``) numbers that the source
     does not have, and whether a new number took the place of one of the source's (a
     changed fact). A changed name is counted, not matched to the one it replaced: a
@@ -270,18 +287,17 @@ def invented(source: str, output: str, src: SourceTerms, numbers: bool = True
     for ident in _identifiers(prose):
         if ident not in src.lower:
             new.add(ident)
-    names = _names(prose)
-    for name in names:
+    for name in _names(out_sents):  # the sentences leave fenced code out
         stem, _ = _term(name)
         if name not in src.words and not src.has(stem):
             new.add(name)
     changed = False
     if numbers:
-        new_numbers = _numbers(output) - domain.numbers_said(source)
+        new_numbers = _numbers(output) - src.numbers_said
         new.update(new_numbers)
         # a number of the source's prose the output no longer says, and a new one:
         # replaced, not added
-        changed = bool(new_numbers and _numbers(source) - domain.numbers_said(output))
+        changed = bool(new_numbers and src.facts - domain.numbers_said(output))
     return sorted(new), changed
 
 
@@ -347,21 +363,15 @@ def _drift(sents: list[Sentence], src: SourceTerms) -> tuple[float, float, int |
 
 
 def _end_kept(src: SourceTerms, in_output) -> float:
-    """The share of the terms the source's last third brings that the output has, as a
-    ratio to the share of the first two thirds' (1.0 for a source of one sentence)."""
-    seen: set[str] = set()
-    novel: list[dict[str, float]] = []
-    for s in src.sentences:
-        novel.append({stem: w for stem, w in s.terms.items() if stem not in seen})
-        seen.update(s.terms)
-    total = sum(sum(n.values()) for n in novel)
-    if len(novel) < 2 or not total:
+    """The share of the terms the source's last third brings (by weight, in the order it
+    first uses them) that the output has, as a ratio to the share of its first two
+    thirds' (1.0 for a source of fewer than END_MIN_TERMS terms: a sentence or two)."""
+    total = sum(src.stems.values())
+    if len(src.stems) < END_MIN_TERMS or not total:
         return 1.0
-    head_hit = head = end_hit = end = 0.0
-    acc = 0.0
-    for terms in novel:
-        weight = sum(terms.values())
-        hit = sum(w for stem, w in terms.items() if in_output(stem))
+    head_hit = head = end_hit = end = acc = 0.0
+    for stem, weight in src.stems.items():
+        hit = weight if in_output(stem) else 0.0
         if acc >= total * 2 / 3:
             end_hit, end = end_hit + hit, end + weight
         else:
@@ -393,7 +403,7 @@ def score(source: str, output: str, numbers: bool = True) -> Scores:
     src_total = sum(src.stems.values())
     kept = (sum(w for stem, w in src.stems.items() if in_output(stem)) / src_total
             if src_total else 1.0)
-    new, changed = invented(source, output, src, numbers)
+    new, changed = invented(source, output, src, out_sents, numbers)
     return Scores(grounded, drift, kept, _end_kept(src, in_output), tuple(new), changed,
                   len(repeats(out_sents)), drift_at, tail_support)
 
@@ -412,12 +422,16 @@ def cut_filter(source: str, output: str):
             sents = sentences(output)
             again = repeats(sents)
             limit = sents[again[0]].start if again else len(output)
+            ok = [support(s, src) >= SUPPORTED for s in sents]
             drift, tail_support, drift_at = _drift(sents, src)
             if drift < DRIFT and tail_support < TAIL_SUPPORT and drift_at is not None:
-                limit = min(limit, drift_at)
+                # the drift starts at its tail's first sentence the source does not
+                # support (the lowest tail may begin a supported sentence early)
+                limit = min(limit, next((s.start for s, good in zip(sents, ok, strict=True)
+                                         if s.start >= drift_at and not good), drift_at))
             state["limit"] = limit
             state["starts"] = [s.start for s in sents]
-            state["ok"] = [support(s, src) >= SUPPORTED for s in sents]
+            state["ok"] = ok
         if cut > state["limit"]:
             return False
         last = bisect_left(state["starts"], cut) - 1  # the sentence the cut ends
