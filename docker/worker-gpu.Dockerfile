@@ -27,6 +27,7 @@ RUN pip install "vllm==0.32.0" "torch==2.13.0" "pyspark==4.3.0" \
       "pandas==2.3.3" "pyarrow==26.0.1" "boto3==1.44.8" "tokenizers==0.23.3" "gguf==0.19.0" \
       "accelerate==1.15.0" "matplotlib==3.11.2" "tqdm==4.70.1" "psutil==7.2.2" \
       "py3langid==0.4.0" "datasketch==2.0.0" "prometheus_client==0.26.0" \
+      "blingfire==0.1.8" "snowballstemmer==3.1.1" "pystemmer==3.1.0" "wordfreq==3.1.1" \
     && pip install --no-deps .
 # Suffix decoding (speculative_config method "suffix", examples/sweep/gpu.json) needs
 # arctic-inference, a GPU-only pin: the CPU worker cannot run suffix decoding and does not
