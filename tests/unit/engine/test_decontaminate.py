@@ -70,7 +70,7 @@ def test_words_are_normalised_as_the_gate_does(benchmarks):
 
 def test_a_contaminated_source_rejects_its_row(benchmarks):
     index = decontaminate.build(benchmarks)
-    verdict = judge(index, REWRITE, source=SOURCE + " " + TRIVIA)
+    verdict = judge(index, REWRITE, source=TRIVIA + " " + SOURCE)
     assert verdict.reasons == ["contaminated"] and verdict.contaminated_by == ["river_trivia"]
     assert judge(index, REWRITE).reasons == []  # the same row, clean: usable
 
