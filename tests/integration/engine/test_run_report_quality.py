@@ -116,7 +116,7 @@ def test_quality_section_adds_up_against_the_verdicts(gated_run):
         for _, _, reasons in rows:
             for reason in reasons:
                 expected[reason] += 1
-    assert quality["reasons"] == expected and len(expected) == 13  # every reason, zeros too
+    assert quality["reasons"] == expected and len(expected) == 17  # every reason, zeros too
     assert quality["contaminated_by"] == {}  # no --benchmarks
     rewrite, summary = len(REWRITE.split()), len(SUMMARY.split())  # the Scripted counts
     assert quality["by_template"] == {
@@ -137,6 +137,14 @@ def test_quality_section_adds_up_against_the_verdicts(gated_run):
     assert report["cost"]["usd_per_1b_usable_tokens"] == round(usd / tokens * 1e9, 2)
     assert report["cost"]["usd_per_1b_usable_tokens"] > report["cost"][
         "usd_per_1b_output_tokens"]
+
+    # the usable rows' grounding adds up: by band, by template, by how they ended
+    grounding = quality["grounding"]
+    assert sum(grounding["bands"].values()) == 2 == sum(
+        f["rows"] for f in grounding["by_ending"].values())
+    assert {t: sum(c.values()) for t, c in grounding["by_template"].items()} == {
+        "encyclopedic": 1, "summary": 1}
+    assert grounding["by_ending"]["stopped"]["grounded"] is not None
 
     assert report["rephrase"]["rows_truncated"] == 1
     assert report["rephrase"]["truncated_share"] == round(1 / 9, 4)

@@ -190,6 +190,16 @@ def test_finished_run_report_page_shows_the_quality_section(engine_run):
                              "" if v["token_yield"] is None else str(v["token_yield"]),
                              _ratio(v["token_yield"]))
                          for d, v in quality["by_domain"].items()}
+    # how grounded the usable rows are (ADR 0148): the join's bands and endings, shown
+    grounding = quality["grounding"]
+    assert grounding and sum(grounding["bands"].values()) == sum(
+        d["usable"] for d in quality["by_domain"].values())
+    shown_bands = {td.get("data-band"): int(td.get("data-value"))
+                   for td in doc.xpath('//tr[@data-grounding="all"]/td')}
+    assert shown_bands == grounding["bands"]
+    endings = {tr.get("data-ending"): int(tr.get("data-rows"))
+               for tr in doc.xpath('//table[@id="grounding-by-ending"]//tr[@data-ending]')}
+    assert endings == {e: f["rows"] for e, f in grounding["by_ending"].items()}
     examples = doc.xpath("//article[@data-rejected-example]")
     assert [e.get("data-rejected-example") for e in examples] == [
         e["reason"] for e in quality["examples"]]
