@@ -157,8 +157,8 @@ def run(args: argparse.Namespace) -> dict:
     decontaminate.check_n(args.decontaminate_n)
     # built once for the task's shards; a bad benchmark file (unreadable, a named column
     # missing or not text, no text at all) fails here, before any work
-    columns = args.benchmark_columns.split(",") if args.benchmark_columns else None
-    benchmarks = (decontaminate.build(args.benchmarks, args.decontaminate_n, columns)
+    benchmarks = (decontaminate.build(args.benchmarks, args.decontaminate_n,
+                                      decontaminate.named_columns(args.benchmark_columns))
                   if args.benchmarks else None)
     if benchmarks is not None and benchmarks.stats is not None:
         log.info("%s", benchmarks.stats.line(args.benchmarks, args.decontaminate_n))

@@ -9,15 +9,16 @@ The benchmarks are a folder (file:// or s3://) of Parquet or JSON Lines files, o
 benchmark per file, named by its file's stem, in the shape they come in (GSM8K's
 question and answer, MMLU's question and choices): the columns read are the ones the
 user names (``--benchmark-columns``), else every column of strings or of lists of
-strings; each string is a text of its own. Every file's columns are checked before any
-is read, and the index records which were read. The index is
-built once per validate task from hashed n-grams: every word hashed to 64 bits once
-(blake2b, stable across processes and machines), each n-gram a polynomial of its words'
-hashes mod 2^64, kept as one sorted ``uint64`` array (8 bytes an n-gram, plus 4 for its
-benchmark). The files are streamed a record batch at a time, so memory holds the index,
-one file's n-gram hashes and one batch, never the benchmark texts. At 1M n-grams a false
-match of a row of 1,000 n-grams has odds of about 1 in 2^64 / 10^9; what matched is named
-in the verdict.
+strings; each string is a text of its own. Every file's columns are checked from its
+schema alone before any file's rows are read (``check_files``: validate's index, and plan
+before the rephrase wave, so a bad column costs no GPU work), and the index records which
+were read. The index is built once per validate task from hashed n-grams: every word
+hashed to 64 bits once (blake2b, stable across processes and machines), each n-gram a
+polynomial of its words' hashes mod 2^64, kept as one sorted ``uint64`` array (8 bytes
+an n-gram, plus 4 for its benchmark). The files are streamed a record batch at a time,
+so memory holds the index, one file's n-gram hashes and one batch, never the benchmark
+texts. At 1M n-grams a false match of a row of 1,000 n-grams has odds of about 1 in
+2^64 / 10^9; what matched is named in the verdict.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def _schema(file: str) -> pa.Schema:
     fs, path = storage.filesystem(file)
     with _reading(file), fs.open_input_file(path) as stream:
         if file.endswith(".parquet"):
-            return pq.ParquetFile(stream).schema_arrow
+            return pq.read_schema(stream)
         return pajson.open_json(stream).schema
 
 
@@ -250,6 +251,21 @@ def text_columns(file: str, schema: pa.Schema, named: Sequence[str] | None) -> l
     return list(named)
 
 
+def named_columns(flag: str | None) -> list[str] | None:
+    """``--benchmark-columns``' value (``NAME[,NAME...]``, None: unset) as names."""
+    return flag.split(",") if flag else None
+
+
+def check_files(url: str, columns: Sequence[str] | None = None
+                ) -> list[tuple[str, str, list[str]]]:
+    """(name, URL, columns to read) of each benchmark file under ``url``, from the files'
+    schemas alone (``_schema``): no row is read. One line naming a file that cannot be
+    read, lacks a named column or has no text. Validate's ``build`` runs it before reading
+    any file's rows; plan runs it before the rephrase wave (the same check, earlier)."""
+    return [(name, file, text_columns(file, _schema(file), columns))
+            for name, file in benchmark_files(url)]
+
+
 def _texts(batch: pa.RecordBatch) -> Iterator[str | None]:
     """Every string of the batch's columns, a list's each on its own."""
     for column in batch.columns:
@@ -268,15 +284,15 @@ def build(url: str, n: int = DEFAULT_N,
     before any row is judged."""
     check_n(n)
     started = time.perf_counter()
-    files = benchmark_files(url)
-    read = {name: text_columns(file, _schema(file), columns) for name, file in files}
+    files = check_files(url, columns)
+    read = {name: chosen for name, _, chosen in files}
     word_hashes = WordHashes()
     keys: list[np.ndarray] = []
     owners: list[np.ndarray] = []
     texts = 0
-    for number, (name, file) in enumerate(files):
+    for number, (_, file, chosen) in enumerate(files):
         grams: list[np.ndarray] = []
-        for batch in _batches(file, read[name]):
+        for batch in _batches(file, chosen):
             for text in _texts(batch):
                 texts += 1
                 if text:
@@ -298,7 +314,7 @@ def build(url: str, n: int = DEFAULT_N,
             sets[key] = len(files) + len(shared)
             shared.append(key)
         owner[i] = sets[key]
-    index = BenchmarkIndex(n, [name for name, _ in files], unique, owner, shared,
+    index = BenchmarkIndex(n, [name for name, _, _ in files], unique, owner, shared,
                            url=storage.normalize(url), columns=read, _words=word_hashes)
     index.stats = IndexStats(len(files), texts, int(all_keys.size), index.nbytes,
                              time.perf_counter() - started, read)

@@ -241,6 +241,11 @@ CASES = [
           "--benchmark-columns", "question,,answer"],
          ("argument --benchmark-columns", "'question,,answer'", "an empty column name"),
          timeout=30),
+    # plan makes validate's check of the benchmark files' columns before the rephrase wave
+    Case("plan-benchmark-named-column-missing", 3,
+         ["plan", "--run", "{run}", "--max-groups", "2", "--benchmarks",
+          "file://{tmp}/bench-quiz", "--benchmark-columns", "prompt"],
+         ("--benchmarks", "quiz.parquet", "no column 'prompt'", "(columns: question, answer)")),
     # card and export (synthfactory/export/): before any file is read or written
     Case("card-license-not-spdx", 3,
          ["card", "--run", "{committed}", "--license", "Apache-3.0"],

@@ -214,12 +214,17 @@ def _committed_run(tmp_path) -> tuple[str, str]:
     return run, shard
 
 
+def _command(tmp_path, *argv: str, **env: str) -> subprocess.CompletedProcess:
+    """The real console script, ``synthfactory ARGV``, its home in tmp_path."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SYNTHFACTORY_", "AWS_"))}
+    return subprocess.run([str(SCRIPT), *argv], cwd=tmp_path, text=True,
+                          env={**clean, "SYNTHFACTORY_HOME": str(tmp_path), **env},
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+
+
 def _validate(tmp_path, *argv: str) -> tuple[int, str]:
     """(exit code, stderr) of the real console script."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNTHFACTORY_", "AWS_"))}
-    done = subprocess.run([str(SCRIPT), "validate", *argv], cwd=tmp_path, text=True,
-                          env={**env, "SYNTHFACTORY_HOME": str(tmp_path)},
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    done = _command(tmp_path, "validate", *argv)
     return done.returncode, done.stderr
 
 
@@ -267,40 +272,63 @@ BAD_BENCHMARKS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_BENCHMARKS))
-def test_a_bad_benchmark_file_is_one_line_and_exit_3_before_any_row_is_gated(tmp_path, case):
-    file, columns, flags, problem = BAD_BENCHMARKS[case]
-    run, shard = _committed_run(tmp_path)
+def _bench_folder(tmp_path, case: str | None) -> Path:
+    """A good file (every column a case names is there) and, but for None, the case's
+    bad one after it."""
     bench = tmp_path / "bench"
     bench.mkdir()
-    pq.write_table(pa.table({  # a good file beside it (every column named is there), first
+    pq.write_table(pa.table({
         "question": [GSM_QUESTION], "answer": [GSM_ANSWER], "prompt": [MMLU_QUESTION]}),
         bench / "a_good.parquet")
-    if file.endswith(".jsonl"):
-        (bench / file).write_text(json.dumps({k: v[0] for k, v in columns.items()}) + "\n")
-    else:
-        pq.write_table(pa.table(columns), bench / file)
-    code, stderr = _validate(tmp_path, "--shard", shard, "--benchmarks", f"file://{bench}",
-                             *flags)
-    assert code == 3, stderr[-2000:]
+    if case is not None:
+        file, columns, _, _ = BAD_BENCHMARKS[case]
+        if file.endswith(".jsonl"):
+            (bench / file).write_text(json.dumps({k: v[0] for k, v in columns.items()}) + "\n")
+        else:
+            pq.write_table(pa.table(columns), bench / file)
+    return bench
+
+
+def _one_error_line(step: str, stderr: str, bench: Path, case: str) -> None:
+    _, _, flags, problem = BAD_BENCHMARKS[case]
     assert "Traceback" not in stderr, stderr[-4000:]
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert lines[-1] == f"synthfactory validate: error: --benchmarks file://{bench}/{problem}" \
+    assert lines[-1] == f"synthfactory {step}: error: --benchmarks file://{bench}/{problem}" \
         + ("; --benchmark-columns names it" if flags else ""), lines[-1]
     assert [line for line in lines if "error" in line] == lines[-1:]  # one line
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BENCHMARKS))
+def test_a_bad_benchmark_file_is_one_line_and_exit_3_before_any_row_is_gated(tmp_path, case):
+    run, shard = _committed_run(tmp_path)
+    bench = _bench_folder(tmp_path, case)
+    code, stderr = _validate(tmp_path, "--shard", shard, "--benchmarks", f"file://{bench}",
+                             *BAD_BENCHMARKS[case][2])
+    assert code == 3, stderr[-2000:]
+    _one_error_line("validate", stderr, bench, case)
     # before any row is gated: nothing of the shard's validation written
     for written in ("validation/shard-00000.json", "verdicts/shard-00000.parquet",
                     "rejected/shard-00000.parquet"):
         assert not storage.exists(f"{run}/{written}"), written
 
 
-def test_plan_passes_the_columns_on_to_every_validate(tmp_path, capsys):
+def _planned_run(tmp_path) -> str:
+    """A run whose prompts/shards.json lists two shards (plan reads nothing else)."""
     run = f"file://{tmp_path}/run"
     storage.write_json(f"{run}/prompts/shards.json", {"shards": [
         {"name": f"shard-{i:05d}", "url": f"{run}/prompts/shard-{i:05d}.parquet",
          "rows": 2, "tokens": 100} for i in range(2)]})
+    return run
+
+
+def test_plan_passes_the_columns_on_to_every_validate(tmp_path, capsys):
+    run = _planned_run(tmp_path)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    pq.write_table(pa.table({"question": [MMLU_QUESTION], "choices": [[MMLU_CHOICE]]}),
+                   bench / "mmlu.parquet")
     assert cli.main(["plan", "--run", run, "--max-groups", "2", "--benchmarks",
-                     "s3://evals/bench", "--benchmark-columns", " question , choices,question",
+                     f"file://{bench}", "--benchmark-columns", " question , choices,question",
                      "--", "--engine", "echo"]) == 0
     groups = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert len(groups) == 2
@@ -310,8 +338,58 @@ def test_plan_passes_the_columns_on_to_every_validate(tmp_path, capsys):
         assert args.benchmark_columns == "question,choices"
     # unset: not passed on, and validate reads every column of text
     assert cli.main(["plan", "--run", run, "--max-groups", "2", "--benchmarks",
-                     "s3://evals/bench", "--benchmark-columns=", "--", "--engine", "echo"]) == 0
+                     f"file://{bench}", "--benchmark-columns=", "--", "--engine", "echo"]) == 0
     groups = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert not any(a.startswith("--benchmark-columns") for g in groups for a in g["validate"])
     assert cli.build_parser("validate").parse_args(
         groups[0]["validate"][1:]).benchmark_columns is None
+
+
+# -- the command line: plan, before the rephrase wave ------------------------------------
+
+def _plan(tmp_path, run: str, *flags: str) -> subprocess.CompletedProcess:
+    """The real ``synthfactory plan``, its summary (the groups Airflow maps the rephrase
+    tasks over) also in a result file, as in a DAG run."""
+    return _command(tmp_path, "plan", "--run", run, "--max-groups", "2", *flags, "--",
+                    "--engine", "echo", SYNTHFACTORY_RESULT_FILE=str(tmp_path / "result.json"))
+
+
+def _tree(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BENCHMARKS))
+def test_plan_refuses_a_bad_benchmark_file_as_validate_does_before_any_rephrase(tmp_path,
+                                                                                case):
+    """In a DAG run validate starts after the GPU's rephrase: plan, before it, makes the
+    same check (the files' schemas only) and fails the run with validate's line."""
+    run = _planned_run(tmp_path)
+    bench = _bench_folder(tmp_path, case)
+    before = _tree(tmp_path)
+    done = _plan(tmp_path, run, "--benchmarks", f"file://{bench}", *BAD_BENCHMARKS[case][2])
+    assert done.returncode == 3, done.stderr[-2000:]
+    _one_error_line("plan", done.stderr, bench, case)
+    # nothing written: no groups (no rephrase task mapped), no result file, no file at all
+    assert done.stdout == ""
+    assert _tree(tmp_path) == before
+
+
+def test_plan_with_good_benchmark_files_passes_them_on(tmp_path):
+    run = _planned_run(tmp_path)
+    bench = _bench_folder(tmp_path, None)
+    for flags in ([], ["--benchmark-columns", "question,prompt"]):
+        done = _plan(tmp_path, run, "--benchmarks", f"file://{bench}", *flags)
+        assert done.returncode == 0, done.stderr[-2000:]
+        groups = json.loads(done.stdout.splitlines()[-1])
+        assert groups == json.loads((tmp_path / "result.json").read_text())
+        assert len(groups) == 2
+        assert all(f"--benchmarks=file://{bench}" in g["validate"] for g in groups)
+
+
+def test_plan_refuses_decontaminate_n_below_5_as_validate_does(tmp_path):
+    done = _plan(tmp_path, _planned_run(tmp_path), "--decontaminate-n", "4")
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == (
+        "synthfactory plan: error: --decontaminate-n 4: at least 5 (shorter n-grams are "
+        "common phrases, not a benchmark's text)")
+    assert done.stdout == "" and not (tmp_path / "result.json").exists()
