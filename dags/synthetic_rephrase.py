@@ -169,10 +169,18 @@ params = {
     # null allowed, as quality_column: the form sends an emptied field as null
     "benchmarks": Param(None, type=["null", "string"], pattern=URL_PATTERN, section=GATE,
                         description="folder (file://... or s3://...) of your benchmark files "
-                                    "(*.parquet or *.jsonl, one benchmark per file, a text "
-                                    "column): a row whose output or source shares a word "
-                                    "n-gram with one is rejected as contaminated, naming it; "
-                                    "empty: no decontamination"),
+                                    "(*.parquet or *.jsonl, one benchmark per file, as it "
+                                    "comes: question, answer, choices...): a row whose output "
+                                    "or source shares a word n-gram with one is rejected as "
+                                    "contaminated, naming it; empty: no decontamination"),
+    # null allowed, as benchmarks; each comma-separated name holds a non-space character
+    "benchmark_columns": Param(None, type=["null", "string"],
+                               pattern=r"^[^,]*[^,\s][^,]*(,[^,]*[^,\s][^,]*)*$",
+                               section=GATE,
+                               description="the benchmark files' columns to read, comma-"
+                                           "separated (e.g. question,answer,choices), each a "
+                                           "column of strings or lists of strings in every "
+                                           "file; empty: every such column of each file"),
     "decontaminate_n": Param(13, type="integer", minimum=5, maximum=64, section=GATE,
                              description="words per n-gram of the decontamination check "
                                          "(13, as datatrove and NeMo Curator)"),

@@ -15,8 +15,8 @@ from typing import Any
 from synthfactory_airflow.operators.settings import Settings
 
 # the Params that name a location tasks of the run read or write: each on whatever
-# worker the task lands on (source: crawl lists it, stitch reads it; benchmarks: every
-# validate task)
+# worker the task lands on (source: crawl lists it, stitch reads it; benchmarks: plan
+# checks their columns, every validate task reads them)
 SHARED_LOCATIONS = ("source", "output_root", "warehouse", "templates_url", "benchmarks")
 
 

@@ -10,6 +10,11 @@ because Airflow maps only over a task's return value.
 One window from stitch to the engine: every rephrase argv carries ``--max-model-len``,
 the context window shards.json says the prompts were cut for (a shards.json from before
 stitch recorded it: none, and rephrase keeps its engine's own window).
+
+The gate's options are checked here as validate checks them, so a bad one fails the run
+before the rephrase wave spends GPU time: ``--decontaminate-n`` under 5, and each
+benchmark file's columns, from its schema alone (quality/decontaminate.py
+``check_files``; no row is read).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from synthfactory import storage
 from synthfactory.contract import PlanGroup, steps
 from synthfactory.errors import PermanentError, SynthfactoryError
 from synthfactory.layout import RunLayout
+from synthfactory.quality import decontaminate
 
 ENTRY_KEYS = ("name", "url", "rows", "tokens")
 log = logging.getLogger(__name__)
@@ -103,6 +109,10 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
     check_entries(shards, layout.shards_json)
     options = [o for o in args.rephrase_options if o != "--"]
     options = [*window_flags(plan, options, layout.shards_json), *options]
+    decontaminate.check_n(args.decontaminate_n)  # validate's checks, before the GPU's work
+    if args.benchmarks:
+        decontaminate.check_files(args.benchmarks,
+                                  decontaminate.named_columns(args.benchmark_columns))
     groups = group_shards(shards, map_limit(args.max_groups, args.max_map_length, len(shards)))
     planned: list[PlanGroup] = []
     for group in groups:

@@ -158,8 +158,10 @@ def run(args: argparse.Namespace) -> dict:
     for url in args.shard:  # every name first: nothing written for a half-valid group
         shard_index(url)
     decontaminate.check_n(args.decontaminate_n)
-    # built once for the task's shards; a bad benchmark file fails here, before any work
-    benchmarks = (decontaminate.build(args.benchmarks, args.decontaminate_n)
+    # built once for the task's shards; a bad benchmark file (unreadable, a named column
+    # missing or not text, no text at all) fails here, before any work
+    benchmarks = (decontaminate.build(args.benchmarks, args.decontaminate_n,
+                                      decontaminate.named_columns(args.benchmark_columns))
                   if args.benchmarks else None)
     if benchmarks is not None and benchmarks.stats is not None:
         log.info("%s", benchmarks.stats.line(args.benchmarks, args.decontaminate_n))

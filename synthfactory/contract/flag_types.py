@@ -101,6 +101,19 @@ def optional_text(text: str) -> str | None:
     return text or None
 
 
+def column_names(text: str) -> str | None:
+    """Column names, comma-separated, or the empty string for unset (None): each name
+    stripped of spaces, each once, joined by commas again (``question, answer`` ->
+    ``question,answer``), so plan passes the value on as one ``--flag=VALUE`` item."""
+    if text.strip() == "":
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if "" in names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: an empty column name (expected NAME[,NAME...])")
+    return ",".join(dict.fromkeys(names))
+
+
 def routing_switch(text: str) -> str:
     """``on``/``off``; the empty string is ``off``."""
     return text or "off"

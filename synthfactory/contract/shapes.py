@@ -165,6 +165,8 @@ class Decontamination(TypedDict):
     url: str  # the benchmarks folder (or file)
     n: int  # words per n-gram
     benchmarks: list[str]  # the benchmarks' names: their files' stems
+    # benchmark -> the columns of its file that were read; absent in files validated before
+    columns: NotRequired[dict[str, list[str]]]
 
 
 class ValidationJson(TypedDict):

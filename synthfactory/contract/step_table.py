@@ -13,6 +13,7 @@ from synthfactory.contract import engine_names, paths
 from synthfactory.contract.flag_types import (
     AUTO,
     budget,
+    column_names,
     context_window,
     fraction,
     non_negative_float,
@@ -250,16 +251,26 @@ REPHRASE = Step(
     ))
 
 # validate's options that take a Param. The mapped validate task's argv is plan's XCom,
-# which Airflow does not template: plan takes them (without a lineage role: it does not
-# read the benchmarks) and puts them in each group's validate argv.
+# which Airflow does not template: plan takes them (without a lineage role: of the
+# benchmarks it reads only their schemas, to refuse a bad file or column as validate
+# would, before the rephrase wave) and puts them in each group's validate argv.
 GATE_FLAGS = (
     Flag("--benchmarks", type=optional_text, one_item=True, param="benchmarks",
          value="{{ params.benchmarks or '' }}", role=INPUT,
          help="folder URL of benchmark files (*.parquet, *.jsonl: one benchmark per file, "
-              "a text column): a row whose output or source shares a word n-gram with one "
-              "is rejected as contaminated (docs/decontamination.md); default: none"),
-    # an int, not a checked type: n < 5 is a bad input (exit 3, one line), which the step
-    # reports before any work (quality/decontaminate.py check_n)
+              "its text in columns of strings or lists of strings): a row whose output or "
+              "source shares a word n-gram with one is rejected as contaminated "
+              "(docs/decontamination.md); default: none"),
+    # a named column missing from a file, or not text: a bad input (exit 3, one line
+    # naming the file), reported by plan before the rephrase wave and by validate before
+    # any row is gated (quality/decontaminate.py check_files)
+    Flag("--benchmark-columns", type=column_names, one_item=True, param="benchmark_columns",
+         value="{{ params.benchmark_columns or '' }}",
+         help="the benchmark files' columns to read, comma-separated, each a column of "
+              "strings or of lists of strings (each string a text of its own) in every "
+              "file; default: every such column of each file"),
+    # an int, not a checked type: n < 5 is a bad input (exit 3, one line), which plan and
+    # validate report before any work (quality/decontaminate.py check_n)
     Flag("--decontaminate-n", type=int, default=13, param="decontaminate_n",
          help="words per n-gram of the decontamination check (at least 5)"),
 )

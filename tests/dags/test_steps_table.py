@@ -41,6 +41,7 @@ NON_DEFAULT = {
         "temperature": (0.15, "0.15"), "checkpoint_rows": (256, "256"),
         "repair": ("none", "none"), "max_attempts": (5, "5"),
         "benchmarks": ("s3://evals/benchmarks", None), "decontaminate_n": (11, "11"),
+        "benchmark_columns": ("question,answer", None),
         "write_card": (False, None), "license": ("cc-by-4.0", None),
         "export_url": ("s3://exports/rephrased", None), "hub_repo_id": ("team/synth", None),
         "hub_conn_id": ("hf_team", None),

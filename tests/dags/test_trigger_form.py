@@ -79,6 +79,16 @@ def test_templates_url_is_empty_or_a_file_or_s3_url(dag, value, ok):
     _form_takes(dag, "templates_url", value, ok, "templates_url|does not match")
 
 
+@pytest.mark.parametrize(("value", "ok"), [
+    (None, True), ("question", True), ("question,answer,choices", True),
+    ("question, answer", True), ("", False), ("question,,answer", False), (" , ", False),
+    ("question,", False),
+])
+def test_benchmark_columns_is_empty_or_comma_separated_names(dag, value, ok):
+    assert dag.params["benchmark_columns"] is None  # default: every column of text
+    _form_takes(dag, "benchmark_columns", value, ok, "benchmark_columns|does not match")
+
+
 def _template_folder(tmp_path, *ids: str) -> str:
     for template_id in ids:
         (tmp_path / f"{template_id}.json").write_text("{}")  # the engine checks contents

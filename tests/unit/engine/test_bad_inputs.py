@@ -213,9 +213,10 @@ CASES = [
          ["validate", "--shard", "{shard}", "--max-repetition", "2"],
          ("argument --max-repetition", "must be between 0 and 1")),
     # validate --benchmarks (quality/decontaminate.py): before any shard is read
-    Case("validate-benchmark-without-text-column", 3,
-         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-no-text"],
-         ("--benchmarks", "quiz.parquet", "no 'text' column", "question, answer")),
+    Case("validate-benchmark-named-column-missing", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-quiz",
+          "--benchmark-columns", "prompt"],
+         ("--benchmarks", "quiz.parquet", "no column 'prompt'", "(columns: question, answer)")),
     Case("validate-benchmark-unreadable", 3,
          ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-broken"],
          ("--benchmarks", "broken.parquet", "unreadable")),
@@ -223,9 +224,28 @@ CASES = [
          ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/no-such-folder"],
          ("--benchmarks", "no-such-folder", "no such folder or file")),
     Case("validate-decontaminate-n-below-5", 3,
-         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-no-text",
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-quiz",
           "--decontaminate-n", "4"],
          ("--decontaminate-n 4", "at least 5")),
+    Case("validate-benchmark-named-column-not-text", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-mmlu",
+          "--benchmark-columns", "question,answer"],
+         ("--benchmarks", "mmlu.parquet", "column 'answer' holds int64",
+          "not strings or lists of strings", "columns: question, subject, choices, answer")),
+    Case("validate-benchmark-without-text", 3,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-numbers"],
+         ("--benchmarks", "numbers.parquet", "no column of strings or lists of strings",
+          "(columns: id, label)")),
+    Case("validate-benchmark-columns-empty-name", 2,
+         ["validate", "--shard", "{shard}", "--benchmarks", "file://{tmp}/bench-quiz",
+          "--benchmark-columns", "question,,answer"],
+         ("argument --benchmark-columns", "'question,,answer'", "an empty column name"),
+         timeout=30),
+    # plan makes validate's check of the benchmark files' columns before the rephrase wave
+    Case("plan-benchmark-named-column-missing", 3,
+         ["plan", "--run", "{run}", "--max-groups", "2", "--benchmarks",
+          "file://{tmp}/bench-quiz", "--benchmark-columns", "prompt"],
+         ("--benchmarks", "quiz.parquet", "no column 'prompt'", "(columns: question, answer)")),
     # card and export (synthfactory/export/): before any file is read or written
     Case("card-license-not-spdx", 3,
          ["card", "--run", "{committed}", "--license", "Apache-3.0"],
@@ -355,10 +375,17 @@ def build_world(tmp: Path) -> dict[str, str]:
     storage.write_bytes(f"file://{tmp}/plan-not-json/prompts/shards.json", b'{"shards": [')
     paths["plan_not_json"] = f"file://{tmp}/plan-not-json"
 
-    # Benchmark folders: one file without a text column, one that is not Parquet.
-    (tmp / "bench-no-text").mkdir()
+    # Benchmark folders: a quiz as GSM8K comes (question, answer), one as MMLU comes
+    # (an int answer), one with no text at all, one file that is not Parquet.
+    (tmp / "bench-quiz").mkdir()
     pq.write_table(pa.table({"question": ["What is 2+2?"], "answer": ["4"]}),
-                   tmp / "bench-no-text" / "quiz.parquet")
+                   tmp / "bench-quiz" / "quiz.parquet")
+    (tmp / "bench-mmlu").mkdir()
+    pq.write_table(pa.table({"question": ["Which is even?"], "subject": ["arithmetic"],
+                             "choices": [["1", "2"]], "answer": [1]}),
+                   tmp / "bench-mmlu" / "mmlu.parquet")
+    (tmp / "bench-numbers").mkdir()
+    pq.write_table(pa.table({"id": [1], "label": [0]}), tmp / "bench-numbers" / "numbers.parquet")
     (tmp / "bench-broken").mkdir()
     (tmp / "bench-broken" / "broken.parquet").write_bytes(b"PAR1 not a parquet file")
 

@@ -7,7 +7,6 @@ chosen before it starts, and a server is a few lines of http.server."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,8 +41,8 @@ def _planned(tmp_path, shards_json: dict, *options: str) -> list[dict]:
     entries = [{"name": f"shard-0000{i}", "url": f"{run}/prompts/shard-0000{i}.parquet",
                 "rows": 4, "tokens": 1000} for i in range(3)]
     storage.write_json(f"{run}/prompts/shards.json", {"shards": entries, **shards_json})
-    args = argparse.Namespace(run=run, max_groups=2, max_map_length=None,
-                              rephrase_options=["--", "--engine", "echo", *options])
+    args = cli.build_parser("plan").parse_args(["--run", run, "--max-groups", "2", "--",
+                                                "--engine", "echo", *options])
     return plan.run(args)
 
 
