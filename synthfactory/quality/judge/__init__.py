@@ -1,4 +1,4 @@
-"""The model judge, opt-in (docs/judge.md, docs/adr/0148): a model asked, through one of
+"""The model judge, opt-in (docs/judge.md, docs/adr/0149): a model asked, through one of
 the engines we already have, which of an output's claims its source supports and which
 of the source's key points it misses.
 
