@@ -17,6 +17,6 @@ airflow_layer = {f"{LAYER}.{package}": package.replace(".", "/")
 setup(
     packages=find_packages(include=["synthfactory", "synthfactory.*"]) + sorted(airflow_layer),
     package_dir=airflow_layer,
-    package_data={"synthfactory": ["templates/*.json"],
+    package_data={"synthfactory": ["templates/*.json", "quality/judge/*.json"],
                   f"{LAYER}.plugins.run_report": ["templates/*"]},
 )

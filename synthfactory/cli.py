@@ -38,6 +38,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "corpus": ("synthfactory.corpus", "build the seed corpus from the Python stdlib docstrings"),
     "model": ("synthfactory.model", "prepare the embedded model folder (model prepare)"),
     "quality": ("synthfactory.quality.command", "per-row quality verdicts over a Parquet table"),
+    "judge": ("synthfactory.judge", "a model's faithfulness verdicts over a Parquet table "
+                                    "(opt-in)"),
     "catalog": ("synthfactory.catalog.browse", "list catalog tables and runs"),
     "preview-lengths": ("synthfactory.training.preview_command", "preview a length spec"),
     "estimate": ("synthfactory.estimate.command",

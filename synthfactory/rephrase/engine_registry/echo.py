@@ -18,7 +18,8 @@ class EchoSettings:
 
 class Echo(EngineKind):
     name = ECHO
-    commands = {"rephrase": "a deterministic stand-in engine (tests, dry runs)"}
+    commands = {"rephrase": "a deterministic stand-in engine (tests, dry runs)",
+                "judge": "the stand-in: echoes the prompt, every verdict unparsed (dry runs)"}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--echo-delay-s", type=non_negative_float, default=0.0,

@@ -22,7 +22,8 @@ from synthfactory.rephrase.vllm_checks import check_engine_args
 class OfflineVllm(EngineKind):
     name = VLLM
     commands = {"rephrase": "vLLM's offline engine in this process",
-                "sweep": "vLLM's offline engine, one process per trial"}
+                "sweep": "vLLM's offline engine, one process per trial",
+                "judge": "vLLM's offline engine in this process (--model: the judge)"}
     local_devices = True
 
     def check_engine_args(self, given: dict, model: str, window: int | None) -> dict | None:

@@ -79,7 +79,9 @@ class OpenAIEndpoint(EngineKind):
     name = ENDPOINT
     commands = {"rephrase": "an OpenAI-compatible server (--endpoint)",
                 "sweep": "an OpenAI-compatible server (--endpoint), sweeping client knobs "
-                         "(max_in_flight)"}
+                         "(max_in_flight)",
+                "judge": "an OpenAI-compatible server (--endpoint; --served-model: the "
+                         "judge)"}
     local_devices = False  # the server's devices are not ours to count or write next to
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

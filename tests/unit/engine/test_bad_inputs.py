@@ -267,6 +267,15 @@ CASES = [
          ["quality", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/gated.parquet",
           "--max-copy", "2"],
          ("argument --max-copy", "must be between 0 and 1")),
+    # judge: the engine and its model checked by the registry before the table is read
+    Case("judge-engine-unknown", 3,
+         ["judge", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/judged.parquet",
+          "--engine", "gpt"],
+         ("--engine 'gpt'", "expected one of ('vllm', 'echo', 'endpoint')")),
+    Case("judge-model-not-a-folder", 3,
+         ["judge", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/judged.parquet",
+          "--model", "{tmp}/no-model"],
+         ("--model", "no-model", "not a model folder")),
     # register
     Case("register-catalog-unreachable", 1,
          ["register", "--run", "{committed}", "--table", "synth.rephrased",
