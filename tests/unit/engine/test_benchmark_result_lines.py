@@ -27,7 +27,8 @@ NAMED = {"capacity.py": "capacity", "crawl.py": "crawl", "endpoint.py": "endpoin
          "sweep.py": "sweep",
          "engine_defaults.py": "engine_defaults", "engine_core.py": "engine_core",
          "metrics_overhead.py": "metrics_overhead", "coverage.py": "coverage",
-         "decontaminate.py": "decontaminate", "judge_agreement.py": "judge_agreement"}
+         "decontaminate.py": "decontaminate", "judge_agreement.py": "judge_agreement",
+         "grounding.py": "grounding"}
 # The lines whose format puts isa= first ("RESULT engine_defaults isa=... ...", as
 # docs/rephrase.md records them): they pass isa_first=True; every other keeps it last.
 ISA_FIRST = {"engine_defaults.py"}
