@@ -108,7 +108,8 @@ def test_every_reason_is_declared_retryable_or_not():
     one reason the worker cannot judge and never retries, contaminated the one whose
     cause is the source itself."""
     assert set(RETRYABLE) <= set(REASONS)
-    assert set(REASONS) - set(RETRYABLE) == {"duplicate", "contaminated"}
+    assert set(REASONS) - set(RETRYABLE) == {"duplicate", "contaminated", "ungrounded",
+                                             "content_lost", "invented"}
 
 
 def test_a_rejected_row_is_generated_again_until_usable(tmp_path):
