@@ -113,19 +113,19 @@ def grounding_lines(report: ReportJson) -> list[str]:
 
 
 def showcase(run_url: str) -> dict | None:
-    """The demo's example: the first usable joined row in prompt order (a whole
-    document, not a chunked one, where one is usable), with its grounding scores."""
+    """The demo's example: the usable joined row whose content its source has most of
+    (``grounded``; the first in prompt order of equals), said as such beside the bands:
+    the first usable row of a small model's run is as likely as not a loose one, and an
+    example that says what it is and how the others compare tells more than a draw."""
     joined = storage.run_folder(run_url).joined() or {}
-    first_chunked = None
+    best = None
     for part in joined.get("parts") or []:
         rows = storage.read_table(storage.join(run_url, "joined", part["name"])).to_pylist()
         for row in rows:
-            if not row["usable"]:
-                continue
-            if (row.get("chunk_count") or 1) == 1:
-                return row
-            first_chunked = first_chunked or row
-    return first_chunked
+            if row["usable"] and (best is None or (row.get("grounded") or 0)
+                                  > (best.get("grounded") or 0)):
+                best = row
+    return best
 
 
 def _ratio(value: float | None) -> str:
@@ -244,9 +244,10 @@ def main() -> None:
         print("\nexample                 none: no row of this run is usable")
     else:
         ended = "trimmed" if example.get("trimmed_chunks") else "stopped by itself"
-        print(f"\nexample: a usable row, template {example['template_id']}, document "
-              f"{example['id']} ({ended}); grounded {_ratio(example.get('grounded'))}, "
-              f"source content kept {_ratio(example.get('content_kept'))}")
+        print(f"\nexample: the best-grounded usable row (the bands above place the rest), "
+              f"template {example['template_id']}, document {example['id']} ({ended}); "
+              f"grounded {_ratio(example.get('grounded'))}, source content kept "
+              f"{_ratio(example.get('content_kept'))}")
         print(_wrap(_first_source(layout.run_url, example["id"])))
         print("rephrased:")
         print(_wrap(example["clean_text"] or example["output_text"]))

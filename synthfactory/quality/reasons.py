@@ -64,9 +64,9 @@ RETRYABLE: dict[str, str] = {
 # Never retried: "ungrounded", "content_lost" and "invented" (what a model makes of a
 # source: in the demo, 0 of 49 rows retried with them was saved by a second or third
 # attempt, 98 generations for nothing; the trim cuts an ungrounded or invented tail
-# first, at no GPU cost; docs/adr/0148), "contaminated" (the source quotes the benchmark in most cases, and
-# another sample of the same prompt rephrases the same quote; the worker holds no
-# benchmark index either: validate decides it), "duplicate" (decided by validate across
-# the table, which the worker cannot see: the first kept copy is the usable one), and a
-# request the engine refused
-# (over the context window, a bad request): the same prompt fails the same way.
+# first, at no GPU cost; docs/adr/0148), "contaminated" (the source quotes the benchmark
+# in most cases, and another sample of the same prompt rephrases the same quote; the
+# worker holds no benchmark index either: validate decides it), "duplicate" (decided by
+# validate across the table, which the worker cannot see: the first kept copy is the
+# usable one), and a request the engine refused (over the context window, a bad
+# request): the same prompt fails the same way.

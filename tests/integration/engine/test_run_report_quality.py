@@ -237,6 +237,24 @@ def test_demo_summary_prints_usable_rows_tokens_and_truncated_share(gated_run):
     assert tokens == f"{report['quality']['usable_output_tokens']} = {rate:.1f} usable tokens/s"
 
 
+def test_demo_summary_says_how_grounded_the_usable_rows_are(gated_run):
+    from synthfactory.demo_summary import grounding_lines, showcase
+
+    report = _report(gated_run.run_url)
+    lines = grounding_lines(report)
+    assert [line[:LABEL].strip() for line in lines] == [
+        "grounded usable rows", "rejected for grounding", "usable, stopped"]
+    bands = report["quality"]["grounding"]["bands"]
+    assert lines[0][LABEL:].startswith(", ".join(f"{b} {n}" for b, n in bands.items()))
+    assert lines[1][LABEL:] == "ungrounded 0, content_lost 0, invented 0, repeated_block 0"
+    # the example is usable, and the best-grounded of the usable rows
+    joined = pa.concat_tables(storage.read_table(u) for u in storage.list_files(
+        storage.join(gated_run.run_url, "joined"), suffix=".parquet")).to_pylist()
+    example = showcase(gated_run.run_url)
+    assert example["usable"] and example["grounded"] == max(
+        r["grounded"] for r in joined if r["usable"])
+
+
 def test_validates_flags_are_the_gates_reasons_counted_once(tmp_path):
     """One count per flag: validate's flags are the gate's reasons of those names, on the
     cleaned text. Flagged on the raw text (as before), the preamble-only row counted 0
