@@ -98,8 +98,8 @@ def main() -> None:
         start = time.perf_counter()
         assess(rows, bounds_for, grounding_checks=False)
         without.append(len(rows) / (time.perf_counter() - start))
-        print(f"round: gate {ours[-1]:.0f} rows/s, without grounding {without[-1]:.0f} rows/s",
-              flush=True)
+        print(f"round: gate {ours[-1]:.0f} rows/s, without grounding {without[-1]:.0f} rows/s, "
+              f"ratio {ours[-1] / without[-1]:.2f}", flush=True)
     print_machine()
     r, w = statistics.median(ours), statistics.median(without)
     print(f"gate spread {min(ours):.0f}..{max(ours):.0f}, without grounding spread "

@@ -135,7 +135,7 @@ def _code_terms(text: str) -> dict[str, float]:
 def _terms(words: list[str]) -> dict[str, float]:
     terms: dict[str, float] = {}
     for word in words:
-        stem, weight = _term(word)
+        stem, weight = _TERMS.get(word) or _term(word)
         if weight > 0:
             terms[stem] = weight
     return terms
@@ -188,14 +188,15 @@ class SourceTerms:
     explain the source's code): a source is not cut into sentences, only outputs are."""
 
     def __init__(self, text: str):
+        self.lower = text.lower()
+        words = dict.fromkeys(_WORD.findall(self.lower))  # each once, in order of first use
+        self.words = set(words)
         self.stems: dict[str, float] = {}  # in order of first use
-        for word in _WORD.findall(text.lower()):
-            stem, weight = _term(word)
+        for word in words:
+            stem, weight = _TERMS.get(word) or _term(word)
             if weight > 0 and stem not in self.stems:
                 self.stems[stem] = weight
         self.prefixes = {stem[:PREFIX] for stem in self.stems if len(stem) >= PREFIX}
-        self.words = set(_WORD.findall(text.lower()))
-        self.lower = text.lower()
         # every number it says (code too), and those its prose states as facts
         self.numbers_said = domain.numbers_said(text)
         self.facts = _numbers(text)
@@ -253,7 +254,7 @@ def _names(sents: list[Sentence]) -> set[str]:
     """Capitalised words that are not a sentence's or a line's first word, lower-cased."""
     out = set()
     for piece in sents:
-        if sum(map(str.isupper, piece.text)) > sum(map(str.islower, piece.text)):
+        if piece.text.isupper():
             continue  # shouted, not named: every word of it capitalised
         opening = _OPENING.match(piece.text)
         first = opening.start(1) if opening else -1
