@@ -200,8 +200,8 @@ class GroundingEnding(TypedDict):
 
 
 class JoinedGrounding(TypedDict):
-    """The usable joined rows by the band of their ``grounded`` score ("<0.5",
-    "0.5-0.7", "0.7-0.9", ">=0.9"; "unscored" only where some are), overall, by
+    """The usable joined rows by the band of their ``grounded`` score ("0.0-0.5",
+    "0.5-0.7", "0.7-0.9", "0.9-1.0"; "unscored" only where some are), overall, by
     template and by domain, and the medians by how they ended (docs/adr/0148)."""
 
     bands: dict[str, int]

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from statistics import median
 
 # Bands of a usable row's ``grounded`` score (the share of its content its source has),
-# each named by its lower bound; a row lands in the last band whose bound it reaches.
-BANDS = (("<0.5", 0.0), ("0.5-0.7", 0.5), ("0.7-0.9", 0.7), (">=0.9", 0.9))
+# each named "low-high" so that the names sort as the bands do (JSON files are written
+# with sorted keys); a row lands in the last band whose lower bound it reaches.
+BANDS = (("0.0-0.5", 0.0), ("0.5-0.7", 0.5), ("0.7-0.9", 0.7), ("0.9-1.0", 0.9))
 UNSCORED = "unscored"  # gated before scores were kept, or not scored (another language)
 ENDINGS = ("stopped", "trimmed")
 

@@ -55,9 +55,9 @@ BEFORE_THE_JOIN = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
                           validation={**VALIDATION, "quality": QUALITY})
 BEFORE_DOMAINS = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
                          validation={**VALIDATION, "quality": QUALITY}, joined=JOINED)
-GROUNDING = {"bands": {"<0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, ">=0.9": 2},
-             "by_template": {"qa": {"<0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, ">=0.9": 2}},
-             "by_domain": {"web": {"<0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, ">=0.9": 2}},
+GROUNDING = {"bands": {"0.0-0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, "0.9-1.0": 2},
+             "by_template": {"qa": {"0.0-0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, "0.9-1.0": 2}},
+             "by_domain": {"web": {"0.0-0.5": 0, "0.5-0.7": 1, "0.7-0.9": 1, "0.9-1.0": 2}},
              "by_ending": {"stopped": {"rows": 4, "output_source_ratio": 1.1,
                                        "content_kept": 0.5, "grounded": 0.9},
                            "trimmed": {"rows": 0, "output_source_ratio": None,
