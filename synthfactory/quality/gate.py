@@ -60,10 +60,14 @@ NOT_A_REPHRASING = frozenset({"empty", "refusal", "language"})
 def _grounding(row: Row, text: str, bounds: Bounds, found: set[str]
                ) -> grounding.Scores | None:
     """The output's grounding scores, and its grounding reasons added to ``found``. Not
-    scored for an output that is no rephrasing (NOT_A_REPHRASING) nor for a template
-    that names another language for its outputs. content_lost is not added to a row
-    already too_short or in a loop (repetition): those name the same fault first."""
-    if found & NOT_A_REPHRASING or bounds.target_language is not None:
+    scored for an output that is no rephrasing (NOT_A_REPHRASING), for a template that
+    names another language for its outputs, nor for a source in another language than
+    English (the stems, the word weights and the names are English ones).
+    content_lost is not added to a row already too_short or in a loop (repetition):
+    those name the same fault first."""
+    if (found & NOT_A_REPHRASING or bounds.target_language is not None
+            or not grounding.english(row.source_text or "", bounds.language_min_words,
+                                     bounds.language_confidence)):
         return None
     scores = grounding.score(row.source_text or "", text,
                              numbers=bounds.keep_numbers is None)

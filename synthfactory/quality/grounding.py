@@ -214,9 +214,24 @@ def source_terms(source: str) -> SourceTerms:
     return SourceTerms(source)
 
 
+@lru_cache(maxsize=1024)
+def english(source: str, min_words: int, confidence: float) -> bool:
+    """Whether the source is English, or too short (under ``min_words``) or too mixed
+    (py3langid under ``confidence``) to say: the gate's language check and its bounds.
+    The stems, the word weights and what a name looks like are English here; a German
+    noun is capitalised, and its stem is no English stem."""
+    from synthfactory.quality import checks
+
+    if len(_WORD.findall(source)) < min_words:
+        return True
+    lang, prob = checks.language(source)
+    return lang == "en" or prob < confidence
+
+
 def clear_caches() -> None:
     """Forget every source and word seen (the benchmark's rounds start cold)."""
     source_terms.cache_clear()
+    english.cache_clear()
     _TERMS.clear()
 
 
@@ -397,9 +412,15 @@ def score(source: str, output: str, numbers: bool = True) -> Scores:
     src = source_terms(source)
     out_sents = sentences(output)
     hit, total = _pooled(out_sents, src)
+    # the output's code is what it says too: a tutorial that keeps its source's code
+    # verbatim and frames it in a sentence of its own is grounded in that code
+    code = _code_terms(output)
+    for stem, weight in code.items():
+        total += weight
+        hit += weight if src.has(stem) else 0.0
     grounded = hit / total if total else 1.0
     drift, tail_support, drift_at = _drift(out_sents, src)
-    out_terms: dict[str, float] = _code_terms(output)
+    out_terms: dict[str, float] = dict(code)
     for s in out_sents:
         out_terms.update(s.terms)
     out_prefixes = {stem[:PREFIX] for stem in out_terms if len(stem) >= PREFIX}

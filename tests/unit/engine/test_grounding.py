@@ -177,3 +177,28 @@ def test_the_trim_never_ends_on_a_sentence_its_source_does_not_say():
     # the longest prefix that passes ends on the sentence the source never says
     longest = trim(text, verdict.reasons, "length", _passes(good))
     assert longest.endswith("buy them online.")
+
+
+def test_a_tutorial_is_grounded_in_the_code_it_keeps():
+    """A code tutorial that keeps its source's code verbatim, framed by one sentence of
+    its own: the code is what it says (scored on its prose alone it was 0.10)."""
+    source = ("How to total a list:\n\n```python\ndef total(values):\n    result = 0\n"
+              "    for v in values:\n        result += v\n    return result\n```\n")
+    output = ("This walkthrough explains the routine one line at a time, so a newcomer sees "
+              "why it works.\n\n```python\ndef total(values):\n    result = 0\n    for v in "
+              "values:\n        result += v\n    return result\n```\n\nEach step keeps a "
+              "running value and hands back the result at the end.")
+    (verdict,) = assess([Row(source, output, "stop", "code_tutorial")], bounds_for)
+    assert verdict.reasons == [] and verdict.grounding.grounded > 0.3
+
+
+def test_a_source_in_another_language_is_not_scored():
+    """The stems, weights and names are English: a German source's capitalised nouns
+    are no names, and its words no English stems."""
+    source = ("Die Stadt wuchs um ihren Fischmarkt herum. Die Boote kamen im Morgengrauen, "
+              "und die Händler verkauften den Fang vor Mittag.")
+    output = ("Der Ort entstand rund um einen belebten Markt für Fisch. Die Fischer kehrten "
+              "bei Sonnenaufgang zurück, und bis zum Mittag hatten die Kaufleute ihre Ware "
+              "verkauft.")
+    (verdict,) = assess([Row(source, output, "stop", "encyclopedic")], bounds_for)
+    assert verdict.grounding is None and verdict.reasons == []
