@@ -166,6 +166,18 @@ params = {
                     description="trim: an output that ran to its budget is cut back to its "
                                 "longest whole-sentence prefix that passes every check and "
                                 "marked trimmed, costing no GPU; none: never"),
+    # docs/adr/0150: an attempt is paid for once per request key
+    "replay": Param(True, type="boolean", section=MODEL,
+                    description="on: a row's attempt whose request (text, template, model, "
+                                "engine settings, sampling, attempt) matches one an earlier "
+                                "run of this pipeline committed is taken from that run, not "
+                                "generated again; off: every attempt sampled anew"),
+    # null allowed, as benchmarks: the form sends an emptied field as null
+    "replay_from": Param(None, type=["null", "string"], pattern=URL_PATTERN, section=MODEL,
+                         description="replay from another pipeline folder "
+                                     "({output_root}/{pipeline}, with its replay_index/) or "
+                                     "one run folder (file://... or s3://...); empty: this "
+                                     "pipeline's own runs"),
     # null allowed, as quality_column: the form sends an emptied field as null
     "benchmarks": Param(None, type=["null", "string"], pattern=URL_PATTERN, section=GATE,
                         description="folder (file://... or s3://...) of your benchmark files "

@@ -54,6 +54,10 @@ RUNS_SCHEMA = pa.schema(
         ("usable_at_attempt", pa.string()),  # JSON: attempt -> usable joined rows
         ("chunked_saved", pa.int64()),  # chunked documents usable thanks to a later attempt
         ("generated_per_usable", pa.float64()),  # output_tokens / usable_tokens
+        # taken from earlier commits, not generated (docs/adr/0150): output_tokens is
+        # what the engine generated, replayed_tokens what it did not have to
+        ("replayed_rows", pa.int64()),
+        ("replayed_tokens", pa.int64()),
         ("include_rejected", pa.bool_()),
         ("prompt_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
@@ -98,6 +102,8 @@ class RunLineage:
     usable_at_attempt: dict
     chunked_saved: int | None
     generated_per_usable: float | None
+    replayed_rows: int
+    replayed_tokens: int
     include_rejected: bool
     quality_reasons: dict
     prompt_tokens: int
@@ -188,6 +194,9 @@ def lineage_of(
         chunked_saved=joined.get("chunked_saved") if joined else None,
         generated_per_usable=(round(output_tokens / usable_tokens, 4) if usable_tokens
                               else None),
+        replayed_rows=sum((s.commit.get("replay") or {}).get("rows", 0) for s in run.shards),
+        replayed_tokens=sum((s.commit.get("replay") or {}).get("tokens", 0)
+                            for s in run.shards),
         include_rejected=include_rejected,
         quality_reasons=reasons,
         prompt_tokens=int(run.total("prompt_tokens")),

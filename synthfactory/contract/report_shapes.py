@@ -189,6 +189,18 @@ class ReportAttempts(TypedDict):
     generated_per_usable: float | None  # generated / usable tokens: the price's multiplier
 
 
+class ReportReplay(TypedDict):
+    """What the run took from earlier commits instead of generating it (docs/adr/0150)."""
+
+    rows: int  # rows whose chosen attempt was replayed
+    attempts: int  # attempts replayed
+    tokens: int  # their output tokens: what the engine did not generate again
+    generated_tokens: int  # what it generated (the commits' output_tokens)
+    replayed_share: float | None  # tokens / (tokens + generated_tokens)
+    shards_looked_up: int  # committed shards that looked their keys up (--replay on)
+    lookup_s: float  # their lookups' seconds, summed
+
+
 class ReportRejectedExample(TypedDict):
     reason: str  # the reason this example stands for
     reasons: list[str]  # every reason of the row
@@ -240,6 +252,7 @@ class ReportJson(TypedDict):
     quality: ReportQuality | None  # None before any shard was gated (or validated pre-gate)
     token_yield: ReportTokenYield
     attempts: NotRequired[ReportAttempts]  # absent in reports from before docs/adr/0141
+    replay: NotRequired[ReportReplay]  # absent in reports from before docs/adr/0150
     figures: dict[str, str]  # figure name -> PNG file name beside report.json
     dag_id: NotRequired[str | None]  # the three set by `synthfactory report`
     airflow_run_id: NotRequired[str | None]

@@ -29,7 +29,8 @@ BEFORE_DOMAINS = 3  # joined/_JOINED.json without by_domain (ADR 0139)
 BEFORE_ATTEMPTS = 4  # commits without attempts, a join without its attempt counts (0141)
 BEFORE_DECONTAMINATION = 5  # quality counts without contaminated_by (ADR 0142)
 BEFORE_GROUNDING = 6  # verdicts without grounding scores, a join without grounding (0148)
-RUN_FORMAT = 7  # this engine's: shards.json names it (``run_format``), stitch writes it
+BEFORE_REPLAY = 7  # commits without replay counts, attempts without request keys (0150)
+RUN_FORMAT = 8  # this engine's: shards.json names it (``run_format``), stitch writes it
 
 # Keys a join from before attempts lacks, and what a reader takes them to be: every
 # usable row made at its first attempt counts under no attempt (the join did not count).
@@ -66,6 +67,8 @@ def folder_format(files: RunFiles) -> int:
         return BEFORE_DECONTAMINATION
     if joined is not None and "grounding" not in joined:
         return BEFORE_GROUNDING
+    if any("replay" not in c for c in commits):
+        return BEFORE_REPLAY
     return RUN_FORMAT
 
 
@@ -75,7 +78,8 @@ def upgrade(files: RunFiles) -> RunFiles:
     - a validation file from before the gate: ``quality`` None, and an ``outdated``
       line naming the file (its shard needs shard.validate again);
     - quality counts from before decontamination: ``contaminated_by`` {};
-    - a commit from before attempts: ``attempts`` None (one attempt a row);
+    - a commit from before attempts: ``attempts`` None (one attempt a row); from before
+      replay: ``replay`` None (nothing replayed: every attempt was generated);
     - a join from before domains: ``by_domain`` {}; from before attempts: no attempt
       counts (``usable_at_attempt`` {}, the chunked and trimmed counts None); from
       before grounding scores: ``grounding`` None.
@@ -97,7 +101,7 @@ def upgrade_shard(shard: ShardFiles) -> ShardFiles:
     nothing."""
     commit, validation = shard.commit, shard.validation
     if commit is not None:
-        commit = {"attempts": None, **commit}
+        commit = {"attempts": None, "replay": None, **commit}
     if validation is not None:
         quality = validation.get("quality")
         if quality is not None:

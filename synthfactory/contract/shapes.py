@@ -99,6 +99,21 @@ class CommitAttempts(TypedDict):
     chosen_at: dict[str, int]
 
 
+class CommitReplay(TypedDict):
+    """Attempts replayed from earlier commits, not generated (docs/adr/0150)."""
+
+    rows: int  # rows whose chosen attempt was replayed
+    attempts: int
+    tokens: int  # their output tokens (not in the commit's output_tokens)
+    keys: bool  # the attempts carry request keys (False: a worker run without them)
+    # with keys: --replay on, the shard's one lookup, and the key's basis (engine, model
+    # identity, output settings, seeded)
+    lookup: NotRequired[bool]
+    keys_looked_up: NotRequired[int]
+    lookup_s: NotRequired[float]
+    basis: NotRequired[dict[str, Any]]
+
+
 class CommittedJson(TypedDict):
     shard: str
     prompt_shard: str  # URL
@@ -112,6 +127,7 @@ class CommittedJson(TypedDict):
     # the rows' attempts: max_attempts, made in all, and rows by the attempt chosen
     # ("1", "2", ...); absent in commits from before attempts were kept
     attempts: NotRequired[CommitAttempts]
+    replay: NotRequired[CommitReplay]  # absent in commits from before docs/adr/0150
     prompt_checksum: str  # sha256:...
     output_checksum: str
     model: str

@@ -225,6 +225,18 @@ REPHRASE = Step(
              help="trim: an output stopped at its budget is cut back to its longest whole-"
                   "sentence prefix that passes every check, marked trimmed (no GPU); none: "
                   "never (with --max-attempts 1, the behaviour before docs/adr/0141)"),
+        # docs/adr/0150: an attempt is paid for once per request key
+        Flag("--replay", choices=("on", "off"), default="on", param="replay",
+             value="{{ 'on' if params.replay else 'off' }}",
+             help="on: an attempt whose request key (request, template, model, engine "
+                  "settings, sampling, attempt) matches one committed before is replayed "
+                  "from that commit, not generated; off: every attempt is generated anew "
+                  "(the run's attempts are still indexed for later runs)"),
+        Flag("--replay-from", type=optional_text, one_item=True, param="replay_from",
+             value="{{ params.replay_from or '' }}",
+             help="replay from this folder's replay_index/ ({output_root}/{pipeline}) or "
+                  "from this one run folder, instead of the run's own pipeline folder; "
+                  "default: the run's own"),
         # 0 would never submit a request and spin forever, hence positive_int
         Flag("--max-in-flight", type=positive_int, default=256,
              help="requests queued in the engine at once"),

@@ -89,6 +89,12 @@ class RephraseMetrics:
                                  "attempts at rows, by the worker's verdict: usable, trimmed, "
                                  "or each reason it was rejected for", [*names, "reason"],
                                  registry=self.registry)
+        # attempts not generated but replayed from an earlier commit (docs/adr/0150)
+        self.replayed_attempts = counter("rephrase_replayed_attempts",
+                                         "attempts replayed from an earlier commit, not "
+                                         "generated")
+        self.replayed_tokens = counter("rephrase_replayed_tokens",
+                                       "output tokens replayed from an earlier commit")
         self.last_checkpoint = gauge("rephrase_last_checkpoint_timestamp_seconds",
                                      "when the task last saved a part (or started)")
         self.expected_rate = gauge("rephrase_expected_tokens_per_second",
@@ -129,12 +135,15 @@ class RephraseMetrics:
             self._quarantined.labels(**self.labels, reason=quarantined).inc()
 
     def attempt(self, reasons: list[str], repair: str | None, output_tokens: int,
-                retried: bool) -> None:
+                retried: bool, replayed: bool = False) -> None:
         """One attempt at a row judged; a retried one's tokens count here (a row's last
-        attempt counts its own in ``row``)."""
+        attempt counts its own in ``row``), a replayed one's apart, as replayed."""
         for reason in ([repair] if repair else reasons or ["usable"]):
             self._attempts.labels(**self.labels, reason=reason).inc()
-        if retried:
+        if replayed:
+            self.replayed_attempts.inc()
+            self.replayed_tokens.inc(output_tokens)
+        elif retried:
             self.output_tokens.inc(output_tokens)
 
     def checkpointed(self) -> None:

@@ -6,6 +6,7 @@ once per shard with the rows still missing."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -18,8 +19,9 @@ from synthfactory.rephrase.checkpoint import (
     QUARANTINE_SCHEMA,
     ShardParts,
 )
-from synthfactory.rephrase.engines import GenerationEngine
+from synthfactory.rephrase.engines import Completion, GenerationEngine
 from synthfactory.rephrase.progress import Progress
+from synthfactory.rephrase.replay.replayer import Replayer
 
 if TYPE_CHECKING:
     from synthfactory.rephrase.worker import WorkerOptions
@@ -28,13 +30,20 @@ if TYPE_CHECKING:
 REJECTED, EMPTY = "engine rejected the request", "empty output"
 
 
-def generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
-             parts: ShardParts, options: WorkerOptions, name: str, judge: Judge | None,
-             attempt_of: dict[int, int]) -> None:
+def generate(prompts: pa.Table, pending: list[int],
+             engine: Callable[[], GenerationEngine], parts: ShardParts,
+             options: WorkerOptions, name: str, judge: Judge | None,
+             attempt_of: dict[int, int], replayer: Replayer | None = None
+             ) -> GenerationEngine | None:
     """Generate the pending rows, each at ``attempt_of[row]`` first; a rejected attempt
     goes back into the queue at the next. Checkpointed in completion order: each part
     holds finished rows and every attempt finished since the last part, a row's chosen
-    attempt always in the same part as the row."""
+    attempt always in the same part as the row.
+
+    With a ``replayer``, an attempt committed before under the same request key is not
+    sent: its output comes back as a completion marked ``replayed_from``, and the engine
+    (``engine()``) starts only for the first attempt that is not found. Returns the
+    engine, None when none was needed."""
     ids = prompts.column("id").to_pylist()
     templates = prompts.column("template_id").to_pylist()
     versions = prompts.column("template_version").to_pylist()
@@ -47,14 +56,41 @@ def generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
     in_flight: set[int] = set()  # rows submitted and not yet answered
     progress = Progress(name, total=prompts.num_rows, done=prompts.num_rows - len(pending))
     metrics = options.metrics
-    # the engine's own statistics, when it has them (an optional method: vLLM's offline
-    # engine); sampled by the metrics at their push period, not per row
-    stats = getattr(engine, "engine_stats", None)
-    seeded = bool(getattr(engine, "per_request_seed", False))
-    model = served_model(engine, options)
+    live: GenerationEngine | None = None
+    stats = None
+
+    def started() -> GenerationEngine:
+        nonlocal live, stats
+        if live is None:
+            live = engine()
+            # the engine's own statistics, when it has them (an optional method: vLLM's
+            # offline engine); sampled by the metrics at their push period, not per row
+            stats = getattr(live, "engine_stats", None)
+        return live
+
+    def busy() -> int:  # requests in the engine
+        return live.in_flight() if live is not None else 0
+
+    if replayer is None:
+        seeded = bool(getattr(started(), "per_request_seed", False))
+    else:  # known before the engine is (never started when every attempt is found)
+        seeded = replayer.options.basis.seeded
     base = {k: v for k, v in (options.sampling or {}).items() if k != "max_tokens"}
+
+    def budget(row: int) -> int | None:
+        return (budgets[row] if budgets is not None
+                else (options.sampling or {}).get("max_tokens"))
+
+    def sampling_of(row: int, attempt: int) -> str:
+        return sampling_json(base, request_sampling(ids[row], templates[row], attempt,
+                                                    seeded), budget(row))
+
+    if replayer is not None:
+        replayer.prefetch({r: attempt_of[r] for r in pending},
+                          judge.max_attempts if judge else 1, sampling_of)
     queue = deque(pending)
-    sent: dict[int, dict] = {}  # row -> the sampling its attempt in flight was sent with
+    keys: dict[int, str | None] = {}  # row -> its attempt in flight's request key
+    replayed: list[Completion] = []  # attempts found committed, answered at the next poll
 
     def checkpoint(force: bool = False) -> None:
         """Parts of ``checkpoint_rows`` finished rows, as before attempts were kept, each
@@ -63,6 +99,7 @@ def generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
         too: a row tried again and again must not hold its attempts in memory only."""
         nonlocal finished, tried
         size = options.checkpoint_rows
+        model = served_model(live, options)
 
         def open_attempts() -> int:
             final = {r["row"] for r in finished}
@@ -82,26 +119,39 @@ def generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             if metrics:
                 metrics.checkpointed()
 
-    while queue or engine.in_flight():
-        room = options.max_in_flight - engine.in_flight()
+    while queue or busy() or replayed:
+        room = options.max_in_flight - busy()
         if queue and room > 0:
             chunk = [queue.popleft() for _ in range(min(room, len(queue)))]
-            conversations = [[{"role": "system", "content": systems[r]},
-                              {"role": "user", "content": users[r]}] for r in chunk]
-            extra = [request_sampling(ids[r], templates[r], attempt_of[r], seeded)
-                     for r in chunk]
-            sent.update(zip(chunk, extra, strict=True))  # recorded with the attempt's output
             in_flight.update(chunk)
-            for row in engine.submit(chunk, conversations,
-                                     None if budgets is None else [budgets[r] for r in chunk],
-                                     extra if any(extra) else None):
-                in_flight.discard(row)
-                finished.append({"row": row, "reason": f"{REJECTED}: "
-                                 + engine.rejections.get(row, "unknown")})
-                if metrics:
-                    metrics.row(quarantined=REJECTED)
+            if replayer is not None:
+                for r in chunk:
+                    keys[r] = replayer.key(r, attempt_of[r],
+                                           sampling_of(r, attempt_of[r])).hex()
+                    hit = replayer.hit(r, attempt_of[r])
+                    if hit is not None:
+                        replayed.append(Completion(r, hit.text, hit.prompt_tokens,
+                                                   hit.output_tokens, hit.finish_reason,
+                                                   replayed_from=hit.locator))
+                found = {c.row for c in replayed}
+                chunk = [r for r in chunk if r not in found]
+            if chunk:
+                conversations = [[{"role": "system", "content": systems[r]},
+                                  {"role": "user", "content": users[r]}] for r in chunk]
+                extra = [request_sampling(ids[r], templates[r], attempt_of[r], seeded)
+                         for r in chunk]
+                the_engine = started()
+                for row in the_engine.submit(
+                        chunk, conversations,
+                        None if budgets is None else [budgets[r] for r in chunk],
+                        extra if any(extra) else None):
+                    in_flight.discard(row)
+                    finished.append({"row": row, "reason": f"{REJECTED}: "
+                                     + the_engine.rejections.get(row, "unknown")})
+                    if metrics:
+                        metrics.row(quarantined=REJECTED)
         try:
-            completions = engine.poll()
+            completions, replayed = (live.poll() if live is not None else []) + replayed, []
         except SynthfactoryError:
             # the engine gave up (a server that never came back): save what finished,
             # so the task's retry generates only the rest
@@ -127,18 +177,17 @@ def generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
                           "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
                           "finish_reason": c.finish_reason, "reasons": outcome.reasons,
                           "repair": outcome.repair, "chosen": kept,
-                          "sampling": sampling_json(
-                              base, sent.pop(row, {}),
-                              budgets[row] if budgets is not None
-                              else (options.sampling or {}).get("max_tokens"))})
+                          "sampling": sampling_of(row, attempt),
+                          "request_key": keys.pop(row, None),
+                          "replayed_from": c.replayed_from})
             if metrics:
                 metrics.attempt(outcome.reasons or [], outcome.repair, c.output_tokens or 0,
-                                outcome.retry)
+                                outcome.retry, replayed=c.replayed_from is not None)
             if outcome.retry:
                 attempt_of[row] = attempt + 1
                 queue.append(row)
                 if metrics:
-                    metrics.engine(engine.in_flight(), progress.rate(), stats)
+                    metrics.engine(busy(), progress.rate(), stats)
                 continue
             quarantined = None  # the metric's fixed reason; the row's may add the engine's
             if kept:
@@ -150,16 +199,18 @@ def generate(prompts: pa.Table, pending: list[int], engine: GenerationEngine,
             else:
                 quarantined = EMPTY
                 finished.append({"row": row, "reason": EMPTY})
-            progress.update(1, c.output_tokens)
+            generated = 0 if c.replayed_from else c.output_tokens or 0  # the engine's
+            progress.update(1, generated)
             if metrics:
-                metrics.row(c.output_tokens or 0, c.prompt_tokens or 0, quarantined=quarantined)
+                metrics.row(generated, c.prompt_tokens or 0, quarantined=quarantined)
         if metrics:
-            metrics.engine(engine.in_flight(), progress.rate(), stats)
+            metrics.engine(busy(), progress.rate(), stats)
         checkpoint()
     checkpoint(force=True)
     if metrics and stats is not None:
         metrics.sample_engine(stats, force=True)  # the shard's end: its final figures
     progress.close()
+    return live
 
 
 def _flush(batch: list[dict], tried: list[dict], parts: ShardParts, ids, templates,

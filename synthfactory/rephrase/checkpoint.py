@@ -47,6 +47,9 @@ ATTEMPTS_SCHEMA = pa.schema([
     ("output_tokens", pa.int64()), ("finish_reason", pa.string()),
     ("reasons", pa.list_(pa.string())), ("repair", pa.string()), ("chosen", pa.bool_()),
     ("sampling", pa.string()),  # JSON: what this attempt's request was sampled with
+    # the attempt's request key (hex; replay/key.py) and, for an attempt not generated but
+    # replayed from an earlier commit, where it came from (replay/origin.py's locator)
+    ("request_key", pa.string()), ("replayed_from", pa.string()),
 ])
 _META_GENERATED = b"synthfactory.generated_rows"
 _META_ATTEMPTS = b"synthfactory.attempt_rows"
@@ -72,6 +75,11 @@ class PartRecord:
     attempts: list[tuple[int, int]] = field(default_factory=list, repr=False)
     attempt_tokens: int = 0
     chosen: list[int] = field(default_factory=list, repr=False)  # the chosen attempts' numbers
+    # attempts replayed from an earlier commit (docs/adr/0150): how many, their tokens
+    # (in attempt_tokens too), and how many of them are their row's chosen one
+    replayed: int = 0
+    replayed_tokens: int = 0
+    replayed_chosen: int = 0
 
 
 @dataclass
@@ -195,8 +203,10 @@ def _record(name: str, generated: pa.Table, quarantined: pa.Table,
     chosen = ([a for a, c in zip(attempts.column("attempt").to_pylist(),
                                  attempts.column("chosen").to_pylist(), strict=True) if c]
               if tried else [])
+    replayed = _replayed(attempts) if tried else (0, 0, 0)
     return PartRecord(
-        attempts=tried, chosen=chosen,
+        attempts=tried, chosen=chosen, replayed=replayed[0], replayed_tokens=replayed[1],
+        replayed_chosen=replayed[2],
         attempt_tokens=(int(pa.compute.sum(attempts.column("output_tokens")).as_py() or 0)
                         if tried else 0),
         name=name, rows=generated.num_rows, quarantined=quarantined.num_rows,
@@ -205,6 +215,16 @@ def _record(name: str, generated: pa.Table, quarantined: pa.Table,
         output_tokens=int(pa.compute.sum(generated.column("output_tokens")).as_py() or 0),
         prompt_checksum=prompt_checksum,
     )
+
+
+def _replayed(attempts: pa.Table) -> tuple[int, int, int]:
+    """(attempts, output tokens, chosen attempts) replayed, of one attempts part."""
+    if "replayed_from" not in attempts.column_names:
+        return 0, 0, 0
+    rows = attempts.select(["replayed_from", "output_tokens", "chosen"]).to_pylist()
+    mine = [r for r in rows if r["replayed_from"] is not None]
+    return (len(mine), sum(r["output_tokens"] or 0 for r in mine),
+            sum(1 for r in mine if r["chosen"]))
 
 
 def _check_part(url: str, quarantine_url: str, attempts_url: str, rows_in: int,

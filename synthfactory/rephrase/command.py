@@ -10,6 +10,7 @@ import time
 import pyarrow.compute as pc
 
 from synthfactory import storage
+from synthfactory.contract import paths
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.contract.steps import VALIDATE
 from synthfactory.errors import PermanentError
@@ -18,6 +19,8 @@ from synthfactory.model import default_model_dir
 from synthfactory.rephrase.engine_args import parse_engine_args
 from synthfactory.rephrase.engine_registry import add_engine_arguments, engine_kind
 from synthfactory.rephrase.engine_spec import EngineSpec
+from synthfactory.rephrase.replay.index import index_url
+from synthfactory.rephrase.replay.replayer import ReplayOptions, index_home
 from synthfactory.rephrase.worker import WorkerOptions, rephrase_shard
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> dict:
     model = args.model or str(default_model_dir())
     given = parse_engine_args(args.engine_args)
     tuned = kind.check_engine_args(given, model, args.max_model_len)
+    sources = _replay_sources(args.replay_from)
     sampling = {"temperature": args.temperature, "top_p": args.top_p,
                 "max_tokens": _max_new_tokens(args.shard, args.max_new_tokens)}
     options = WorkerOptions(model=model, checkpoint_rows=args.checkpoint_rows,
@@ -68,6 +72,8 @@ def run(args: argparse.Namespace) -> dict:
     spec = EngineSpec(model=model, engine=kind.name, engine_args=given, tuned=tuned,
                       sampling=sampling, max_in_flight=args.max_in_flight,
                       window=args.max_model_len, settings=kind.settings(args))
+    options = dataclasses.replace(options, replay=ReplayOptions(
+        kind.replay_basis(spec), lookup=args.replay == "on", sources=sources))
     shards = [storage.normalize(url) for url in args.shard]
     pool = engine = None
     if _pooled(args):
@@ -121,6 +127,21 @@ def run(args: argparse.Namespace) -> dict:
         **({"ray": pool} if pool else {}),
         **({} if pool else kind.summary(engine)),  # the engine's own figures, if any
     }
+
+
+def _replay_sources(given: str | None) -> tuple[tuple[str, str | None], ...]:
+    """--replay-from: a pipeline's folder (it has replay_index/) or one run folder (it
+    has generated/); () for the run's own pipeline folder. Checked before any shard is
+    read."""
+    if not given:
+        return ()
+    url = storage.normalize(given).rstrip("/")
+    if storage.is_dir(index_url(url)):
+        return ((url, None),)
+    if storage.is_dir(storage.join(url, paths.GENERATED)):
+        return ((index_home(url), url),)
+    raise PermanentError(f"--replay-from {given}: neither a folder with a replay "
+                         "index (replay_index/) nor a run folder (generated/)")
 
 
 def _pooled(args: argparse.Namespace) -> bool:

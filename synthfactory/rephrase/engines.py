@@ -29,6 +29,7 @@ class Completion:
     output_tokens: int
     finish_reason: str
     rejection: str | None = None  # the server refused this request: quarantine it, say why
+    replayed_from: str | None = None  # not generated: an earlier commit's (rephrase/replay)
 
 
 class RequestRejected(Exception):

@@ -22,6 +22,7 @@ PROMPT_FIELDS = ("id", "template_id", "template_version", "system", "user", "max
 OUTPUT_FIELDS = ("row", "id", "template_id", "output_text", "reason")
 ATTEMPT_FIELDS = ("row", "attempt", "id", "template_id", "output_text", "finish_reason",
                   "reasons", "repair", "chosen", "sampling")
+REPLAY_FIELDS = ("request_key", "replayed_from")  # docs/adr/0150
 _PREFIX = "sha256:"
 
 
@@ -54,7 +55,11 @@ def output_checksum(generated: Iterable[pa.Table], quarantined: Iterable[pa.Tabl
         digest.update(json.dumps(row, ensure_ascii=False).encode() + b"\n")
     tried = sorted(
         tuple(row[f] for f in ATTEMPT_FIELDS)
-        for table in attempts for row in table.select(list(ATTEMPT_FIELDS)).to_pylist())
+        # the replay columns only where set: a shard from before them hashes as it did
+        + tuple((f, row[f]) for f in REPLAY_FIELDS if row.get(f) is not None)
+        for table in attempts for row in table.select(
+            [*ATTEMPT_FIELDS, *(f for f in REPLAY_FIELDS if f in table.column_names)]
+        ).to_pylist())
     for row in tried:
         digest.update(b"attempt" + json.dumps(row, ensure_ascii=False).encode() + b"\n")
     return _PREFIX + digest.hexdigest()

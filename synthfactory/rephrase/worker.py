@@ -31,6 +31,13 @@ from synthfactory.rephrase.attempts import Judge
 from synthfactory.rephrase.checkpoint import ConcurrentWriter, ShardParts
 from synthfactory.rephrase.engines import GenerationEngine
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
+from synthfactory.rephrase.replay.index import ReplayIndex
+from synthfactory.rephrase.replay.replayer import (
+    Replayer,
+    ReplayOptions,
+    index_entries,
+    index_home,
+)
 from synthfactory.rephrase.set_aside import set_aside
 
 if TYPE_CHECKING:
@@ -55,6 +62,10 @@ class WorkerOptions:
     max_attempts: int = 1
     repairs: bool = False
     max_repetition: float | None = None  # the gate's; None: its default (validate's)
+    # request keys on every attempt and the replay index written at each commit; with
+    # lookup on, an attempt committed before under the same key is replayed, not
+    # generated (docs/adr/0150). None: neither (attempts have no keys).
+    replay: ReplayOptions | None = None
     # the task's Prometheus metrics (synthfactory/metrics/rephrase_task.py); in-process runs only: a
     # registry does not travel to Ray actors
     metrics: RephraseMetrics | None = field(default=None, compare=False, repr=False)
@@ -92,6 +103,8 @@ def rephrase_shard(
             log.info("%s is committed from these prompts: nothing to do", name)
             if options.metrics:
                 options.metrics.planned(prompts.num_rows, prompts.num_rows)
+            if options.replay:  # a kill between the commit and its index entries
+                _index(run, name, committed, out_url, quarantine_url, attempts_url)
             return {**_summary(committed), "status": "already committed"}
         set_aside_to = set_aside(
             run, name, out_url, quarantine_url,
@@ -113,26 +126,34 @@ def rephrase_shard(
     log.info("%s: %d rows, %d already in %d part(s), %d to generate",
              name, rows_in, len(done), len(parts.parts), len(pending))
     spans, the_engine = Spans(started), None
+    replayer = Replayer(options.replay, run, prompts) if options.replay else None
     if pending:
-        asked = time.monotonic()
-        the_engine = engine()  # the task's first shard waits for its engine to start
-        spans.startup = (asked, time.monotonic())
-        if options.metrics:
-            options.metrics.engine_started(spans.startup[1] - spans.startup[0])
+        def start() -> GenerationEngine:
+            """The task's first shard that needs its engine waits for it to start."""
+            asked = time.monotonic()
+            built = engine()
+            spans.startup = (asked, time.monotonic())
+            if options.metrics:
+                options.metrics.engine_started(spans.startup[1] - spans.startup[0])
+            return built
+
         judge = (Judge(Gate(options.max_repetition, RunLayout(run).prompt_templates),
                        options.max_attempts, options.repairs)
                  if options.max_attempts > 1 or options.repairs else None)
-        generate(prompts, pending, the_engine, parts, options, name, judge,
-                  {r: made.get(r, 0) + 1 for r in pending})
-        spans.generation = (spans.startup[1], time.monotonic())
+        began = time.monotonic()
+        the_engine = generate(prompts, pending, start, parts, options, name, judge,
+                              {r: made.get(r, 0) + 1 for r in pending}, replayer)
+        spans.generation = (spans.startup[1] if spans.startup else began, time.monotonic())
     parts.check_no_rival()
     commit = _commit(name, shard_url, prompts, parts, options, the_engine, started_at,
-                     spans, checksum)
+                     spans, checksum, replayer)
     try:  # create-if-absent: of two writers racing to commit, exactly one can
         storage.create_json(storage.join(out_url, paths.COMMITTED), commit)
     except storage.AlreadyExists as exc:
         raise ConcurrentWriter(f"{out_url}: committed by another writer meanwhile; "
                                "this writer's work is not committed") from exc
+    if options.replay:
+        _index(run, name, commit, out_url, quarantine_url, attempts_url)
     return {**_summary(commit), "status": "committed", "resumed_rows": len(done),
             "resumed_attempts": resumed_attempts,
             "discarded_parts": parts.discarded, "set_aside": set_aside_to}
@@ -164,7 +185,7 @@ class Spans:
 
 
 def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, started_at,
-            spans: Spans, checksum: str) -> CommittedJson:
+            spans: Spans, checksum: str, replayer: Replayer | None) -> CommittedJson:
     rows_in = prompts.num_rows
     covered = sorted(r for p in parts.parts for r in p.row_indices)
     if covered != list(range(rows_in)):
@@ -185,10 +206,12 @@ def _commit(name, shard_url, prompts, parts: ShardParts, options, engine, starte
                              for p in sorted(parts.parts, key=lambda p: p.name) if p.quarantined],
         "prompt_tokens": sum(p.prompt_tokens for p in parts.parts),
         # every token the engine generated, the attempts it generated again included: the
-        # rate and the cost are of them (parts from before attempts count their rows')
-        "output_tokens": sum(p.attempt_tokens if p.attempts else p.output_tokens
-                             for p in parts.parts),
+        # rate and the cost are of them (parts from before attempts count their rows');
+        # not the replayed attempts' (``replay``), which no engine generated this time
+        "output_tokens": sum((p.attempt_tokens - p.replayed_tokens) if p.attempts
+                             else p.output_tokens for p in parts.parts),
         "attempts": _attempt_counts(parts, options),
+        "replay": _replay_counts(parts, replayer),
         "prompt_checksum": checksum,
         "output_checksum": output_sum,
         "model": served_model(engine, options),
@@ -213,6 +236,39 @@ def _attempt_counts(parts: ShardParts, options: WorkerOptions) -> dict:
 
 
 
+def _replay_counts(parts: ShardParts, replayer: Replayer | None) -> dict:
+    """Rows, attempts and tokens replayed from earlier commits, and what was looked up."""
+    counts = {"rows": sum(p.replayed_chosen for p in parts.parts),
+              "attempts": sum(p.replayed for p in parts.parts),
+              "tokens": sum(p.replayed_tokens for p in parts.parts)}
+    if replayer is None:
+        return {**counts, "keys": False}
+    return {**counts, "keys": True, "lookup": replayer.options.lookup,
+            "keys_looked_up": replayer.keys_looked_up,
+            "lookup_s": round(replayer.lookup_s, 4), "basis": replayer.options.basis.record}
+
+
+def _index(run: str, name: str, commit: dict, out_url: str, quarantine_url: str,
+           attempts_url: str) -> None:
+    """The committed shard's entries in its pipeline's replay index (once per commit:
+    a rerun that finds the shard committed writes them if a kill left them unwritten).
+    The index saves work later and vouches for nothing: a failure to write it is a line,
+    never a failed shard."""
+    index = ReplayIndex(index_home(run))
+    checksum = commit["output_checksum"]
+    try:
+        if index.has_segment(run, name, checksum):
+            return
+        tables = [(p["name"], storage.read_table(storage.join(attempts_url, p["name"])))
+                  for p in commit.get("parts", [])
+                  if storage.exists(storage.join(attempts_url, p["name"]))]
+        entries = index_entries(run, name, checksum, tables, int(time.time()))
+        index.write_segment(run, name, checksum, entries)
+    except (SynthfactoryError, OSError) as exc:
+        log.warning("%s: its replay index entries were not written (%s): a later run "
+                    "generates its rows again", name, exc)
+
+
 def _output_checksum(parts: ShardParts) -> str:
     """Read back what was written: the commit vouches for the files, not for memory."""
     generated, quarantined, attempts = [], [], []
@@ -229,7 +285,9 @@ def _summary(commit: dict) -> dict:
     keys = ("shard", "rows_in", "rows_generated", "rows_quarantined", "prompt_tokens",
             "output_tokens", "device_seconds")
     timings = commit["timings"]  # commits from before start-up was timed lack three keys
+    replay = commit.get("replay") or {}  # commits from before replay have none
     return {k: commit[k] for k in keys} | {
+        "replayed_rows": replay.get("rows", 0), "replayed_tokens": replay.get("tokens", 0)} | {
         k: timings.get(k) for k in ("wall_s", "startup_s", "generation_s",
                                     "generating_fraction")}
 

@@ -22,7 +22,11 @@ from synthfactory.report_figures.counts import (
 )
 from synthfactory.report_figures.quality import quality_figures
 from synthfactory.report_figures.shards import engine_choices, progress_figures
-from synthfactory.report_figures.yields import attempts_figures, token_yield_figures
+from synthfactory.report_figures.yields import (
+    attempts_figures,
+    replay_figures,
+    token_yield_figures,
+)
 
 
 def _per_1b(usd: float, tokens: int) -> float | None:
@@ -143,5 +147,6 @@ def build_report(
         "quality": quality,
         "token_yield": token_yield_figures(plan, files.joined),
         "attempts": attempts_figures(files),
+        "replay": replay_figures(files),
         "figures": {},
     }

@@ -6,6 +6,7 @@ from collections import Counter
 
 from synthfactory.contract.report_shapes import (
     ReportAttempts,
+    ReportReplay,
     ReportTokenYield,
 )
 from synthfactory.contract.run_folder import RunFiles
@@ -71,4 +72,21 @@ def attempts_figures(files: RunFiles) -> ReportAttempts:
         "generated_tokens": generated,
         "usable_tokens": usable,
         "generated_per_usable": round(generated / usable, 4) if usable else None,
+    }
+
+
+def replay_figures(files: RunFiles) -> ReportReplay:
+    """Rows, attempts and tokens the committed shards replayed from earlier commits, and
+    what they generated; a commit from before replay (``replay`` None) replayed nothing."""
+    commits = [s.commit for s in files.shards if s.commit]
+    replays = [c["replay"] or {} for c in commits]
+    tokens = sum(r.get("tokens", 0) for r in replays)
+    generated = sum(c.get("output_tokens") or 0 for c in commits)
+    return {
+        "rows": sum(r.get("rows", 0) for r in replays),
+        "attempts": sum(r.get("attempts", 0) for r in replays),
+        "tokens": tokens, "generated_tokens": generated,
+        "replayed_share": share(tokens, tokens + generated) if tokens + generated else None,
+        "shards_looked_up": sum(1 for r in replays if r.get("lookup")),
+        "lookup_s": round(sum(r.get("lookup_s", 0.0) for r in replays), 4),
     }

@@ -75,6 +75,14 @@ class EngineKind:
     def check_replica_devices(self, gpu_ids: list, index: int) -> None:
         """A Ray replica was given GPUs ``gpu_ids``: can the engine use them?"""
 
+    def replay_basis(self, spec: EngineSpec):
+        """What besides the request decides this engine's outputs
+        (``replay.key.KeyBasis``), known without starting it: the task may need no engine
+        at all when every attempt is replayed (docs/adr/0150)."""
+        from synthfactory.rephrase.replay.key import basis, model_identity
+
+        return basis(self.name, model_identity(spec.model), {}, seeded=False)
+
     # -- what the task says of it ------------------------------------------------------
     def summary(self, engine) -> dict:
         """Keys of the task's summary (one process, no Ray) about its engine, None when

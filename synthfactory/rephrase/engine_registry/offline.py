@@ -46,6 +46,21 @@ class OfflineVllm(EngineKind):
                 f"--model {spec.model} with engine arguments {json.dumps(spec.engine_args)}: "
                 f"vLLM refused to start the engine ({describe(exc)})") from exc
 
+    def replay_basis(self, spec):
+        """The engine's arguments as it will choose them on this host (the dtype among
+        them), the weights' and tokenizer's content hash, and whether it takes a seed per
+        request (on a GPU: engines.VllmEngine)."""
+        from synthfactory import hardware
+        from synthfactory.rephrase.engine_choice import choose
+        from synthfactory.rephrase.engines import has_cuda
+        from synthfactory.rephrase.replay.key import basis, model_identity
+
+        cuda = has_cuda()
+        args = choose(hardware.current(cuda), spec.engine_args, spec.tuned, spec.model,
+                      spec.window).args
+        return basis(self.name, model_identity(spec.model, args.get("revision")), args,
+                     seeded=cuda)
+
     def default_gpus_per_replica(self) -> float:
         from synthfactory.rephrase.engines import has_cuda
 

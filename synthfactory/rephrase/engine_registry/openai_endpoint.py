@@ -128,6 +128,15 @@ class OpenAIEndpoint(EngineKind):
                                   window=window)
         return OpenAIEndpointEngine(options, sampling, max_in_flight)
 
+    def replay_basis(self, spec):
+        """A server cannot show its weights: the served model's name stands for them
+        (docs/adr/0150: serve new weights under a new name, or run with --replay off)."""
+        from synthfactory.rephrase.replay.key import basis
+
+        settings = spec.settings
+        served = settings.served_model or f"the model served at {settings.url}"
+        return basis(self.name, f"name:{served}", {}, seeded=False)
+
     def summary(self, engine) -> dict:
         """What the server was, and how often it had to be waited for (``asked``
         False: every shard was already committed, the endpoint was never asked)."""

@@ -66,7 +66,14 @@ BEFORE_GROUNDING = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
                            validation={**VALIDATION, "quality": {**QUALITY,
                                                                  "contaminated_by": {}}},
                            joined={**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS})
-CURRENT = _folder(plan={"run_format": RUN_FORMAT}, commit={**COMMIT, "attempts": ATTEMPTS},
+REPLAY = {"rows": 2, "attempts": 3, "tokens": 40, "keys": True, "lookup": True,
+          "keys_looked_up": 9, "lookup_s": 0.01, "basis": {}}
+BEFORE_REPLAY = _folder(commit={**COMMIT, "attempts": ATTEMPTS},
+                        validation={**VALIDATION, "quality": {**QUALITY, "contaminated_by": {}}},
+                        joined={**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS,
+                                "grounding": GROUNDING})
+CURRENT = _folder(plan={"run_format": RUN_FORMAT},
+                  commit={**COMMIT, "attempts": ATTEMPTS, "replay": REPLAY},
                   validation={**VALIDATION, "quality": {**QUALITY, "contaminated_by": {}}},
                   joined={**JOINED, **JOIN_ATTEMPTS, "by_domain": DOMAINS,
                           "grounding": GROUNDING})
@@ -124,6 +131,17 @@ def test_a_join_from_before_grounding_reads_with_no_grounding():
     assert files.joined["grounding"] is None and files.joined["by_domain"] == DOMAINS
     report = build_report("mem://run", files, [shard_figures(s) for s in files.shards])
     assert report["quality"]["grounding"] is None
+
+
+def test_commits_from_before_replay_read_with_nothing_replayed():
+    files = BEFORE_REPLAY.read()
+    assert files.format == fmt.BEFORE_REPLAY and files.outdated == ()
+    assert all(s.commit["replay"] is None for s in files.shards)
+    report = build_report("mem://run", files, [shard_figures(s) for s in files.shards])
+    assert report["replay"]["rows"] == 0 and report["replay"]["generated_tokens"] == 60
+    current = build_report("mem://run", CURRENT.read(),
+                           [shard_figures(s) for s in CURRENT.read().shards])
+    assert current["replay"]["rows"] == 4 and current["replay"]["tokens"] == 80
 
 
 def test_an_old_lineage_row_registered_every_generated_row():
