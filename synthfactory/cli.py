@@ -41,6 +41,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "judge": ("synthfactory.judge", "a model's faithfulness verdicts over a Parquet table "
                                     "(opt-in)"),
     "catalog": ("synthfactory.catalog.browse", "list catalog tables and runs"),
+    "replay": ("synthfactory.rephrase.replay.command",
+               "a pipeline's replay index: its size; compact it, drop old entries"),
     "preview-lengths": ("synthfactory.training.preview_command", "preview a length spec"),
     "estimate": ("synthfactory.estimate.command",
                  "GPU-hours, wall-clock, dollars, shards and runs for a token target"),

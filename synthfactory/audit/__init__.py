@@ -8,6 +8,8 @@ Each check reads what the steps wrote, not their summaries:
   matches its parts (a part swapped or edited after the commit is caught);
 - every attempt of a row is in attempts/ exactly once, numbered 1, 2, ... without a gap,
   and the generated row is the attempt marked chosen (docs/adr/0141);
+- every attempt replayed from an earlier commit has its origin's request key and
+  output, and that origin still hashes to its commit (docs/adr/0150);
 - every generated row has the quality gate's verdict (verdicts/); the rejected ones are
   counted apart, and the usable ones by the attempt that made them;
 - joined/ holds one row per document and template whose chunks were all generated,
@@ -42,6 +44,7 @@ from synthfactory import storage
 from synthfactory.audit.catalog import audit_catalog
 from synthfactory.audit.documents import Document, add_chunks, audit_documents, audit_joined
 from synthfactory.audit.outputs import audit_shard, audit_verdicts
+from synthfactory.audit.replayed import OriginCache
 from synthfactory.audit.report import MAX_SHOWN, AuditReport
 from synthfactory.catalog import config
 from synthfactory.errors import PermanentError, SynthfactoryError
@@ -82,6 +85,7 @@ def audit(run_url: str, table: str | None = None,
     committed_rows: list[tuple] = []  # (shard, id, template_id, row) of generated rows
     rejected_rows: set[tuple] = set()  # the same, of the rows the quality gate rejected
     documents: dict[tuple[str, str], Document] = {}  # (document id, template), in order
+    origins = OriginCache()  # replayed attempts' origins, each checked once
     for entry in entries:
         prompts = storage.read_table(entry["url"])
         report.prompt_rows += prompts.num_rows
@@ -90,7 +94,7 @@ def audit(run_url: str, table: str | None = None,
                                  else "id").to_pylist()
         prompt_ids.update(doc_ids)
         status = audit_shard(folder, layout, entry["name"], prompts, report, keys,
-                             committed_rows)
+                             committed_rows, origins)
         audit_verdicts(layout, entry["name"], committed_rows, rejected_rows, report)
         add_chunks(documents, entry["name"], prompts, doc_ids, status, rejected_rows)
     for (doc_id, template), n in keys.items():

@@ -8,6 +8,7 @@ from collections import Counter
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.audit.replayed import OriginCache, audit_replayed
 from synthfactory.audit.report import AuditReport, read_part
 from synthfactory.contract import RunFolder
 from synthfactory.layout import RunLayout
@@ -44,8 +45,8 @@ def audit_verdicts(layout: RunLayout, name: str, committed_rows: list[tuple],
 
 
 def audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Table,
-                 report: AuditReport, keys: Counter, committed_rows: list[tuple]
-                 ) -> dict[int, str]:
+                 report: AuditReport, keys: Counter, committed_rows: list[tuple],
+                 origins: OriginCache) -> dict[int, str]:
     """Each prompt row's fate (row -> generated|quarantined), its problems reported."""
     out_url = layout.shard_output(name)
     quarantine_url = layout.rephrase_quarantine(name)
@@ -103,6 +104,7 @@ def audit_shard(folder: RunFolder, layout: RunLayout, name: str, prompts: pa.Tab
                 else:
                     report.quarantined += 1
     _audit_attempts(name, attempts, generated, report)
+    audit_replayed(name, attempts, report, origins)
     missing = [r for r in range(len(ids)) if seen[r] == 0]
     twice = {r: n for r, n in seen.items() if n > 1}
     report.lost += len(missing)

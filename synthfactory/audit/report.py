@@ -29,6 +29,10 @@ class AuditReport:
     left_out: int = 0  # documents x templates with a chunk quarantined: nothing to join
     attempts: int = 0  # generations made, every attempt of every row
     usable_at: Counter = field(default_factory=Counter)  # attempt -> usable rows it made
+    # attempts replayed from earlier commits (docs/adr/0150), each checked against its
+    # origin; those whose origin is gone (its run deleted) could not be
+    replayed: int = 0
+    replay_origins_gone: int = 0
     problems: list[str] = field(default_factory=list)
 
     def result_line(self) -> str:
@@ -48,6 +52,7 @@ class AuditReport:
                 "registered", "lost", "duplicated", "stale", "joined", "left_out")
         return {k: getattr(self, k) for k in keys} | {
             "attempts": self.attempts,
+            "replayed": self.replayed, "replay_origins_gone": self.replay_origins_gone,
             "usable_at": {str(k): n for k, n in sorted(self.usable_at.items())},
             "problems": len(self.problems), "clean": not self.problems}
 

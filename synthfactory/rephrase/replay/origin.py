@@ -114,17 +114,8 @@ def parse_locator(locator: str) -> tuple[str, str, int, int, str]:
         fields["commit"]
 
 
-def find(locator: str) -> dict | None:
-    """The origin attempt row a locator names (for the audit), None when it is gone."""
-    url, part, row, attempt, commit = parse_locator(locator)
-    attempts_folder = url.rsplit("/", 1)[0]
-    shard = attempts_folder.rsplit("/", 1)[-1]
-    run = attempts_folder.rsplit("/", 2)[0]
-    where = locate(run, shard, commit)
-    if where is None:
-        return None
-    table = storage.read_table(storage.join(where[0].attempts, part))
-    for found in table.to_pylist():
-        if found["row"] == row and found["attempt"] == attempt:
-            return found
-    return None
+def run_and_shard(locator: str) -> tuple[str, str]:
+    """The origin's run URL and shard name: ``{run}/attempts/{shard}/{part}#...``."""
+    attempts_folder = parse_locator(locator)[0].rsplit("/", 1)[0]
+    run, _, shard = attempts_folder.rsplit("/", 2)
+    return run, shard
