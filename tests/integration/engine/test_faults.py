@@ -5,7 +5,8 @@
 - S3 throttling and 5xx answers on the stitch's reads and on the rephrase part writes
   (moto behind a fault-injecting proxy);
 - the catalog database cut off in the middle of `register`: one clear error, nothing
-  of the run in the table, and a rerun once it is back registers everything.
+  of the run in the table, and a rerun once it is back registers everything;
+- kill -9 in a rerun of a corrected day that replays and generates (docs/adr/0150).
 
 The steps run as the real console script in their own process group, so a kill takes
 Spark's JVM and vLLM's engine process with it, as a pod's death would.
@@ -157,6 +158,78 @@ def test_kill_9_in_every_step_then_rerun_audits_clean(corpus, tmp_path):
     assert report.attempts == sum(c["attempts"]["made"] for c in commits) > report.prompt_rows
     assert sum(report.usable_at.values()) == report.generated - report.rejected
     assert max(report.usable_at, default=1) <= 3
+
+
+def test_kill_9_in_a_rerun_that_replays_and_generates_then_rerun_audits_clean(tmp_path):
+    """A day is run, three of its documents are corrected in place, the day is
+    restitched and rephrased again (docs/adr/0150): that rerun is killed -9 after its
+    first part, and the next one completes it. Only the corrected documents' rows are
+    generated; the rest are replayed from the first run's commits (set aside by the
+    stale-input guard), each checked by the audit against its origin: 0 lost, 0
+    duplicated. The echo engine stands in: what is under test is the bookkeeping."""
+    import pyarrow as pa
+
+    corpus = f"file://{tmp_path}/corpus"
+    _run(_cli("corpus", "--out", corpus, "--days", "1", "--docs-per-day", "24",
+              "--end-date", DAY.isoformat(), "--max-chars", "900"), tmp_path)
+    run = f"file://{tmp_path}/data/synthetic_rephrase/{DAY}"
+    start = dt.datetime.combine(DAY, dt.time(), dt.UTC)
+    crawl = _cli("crawl", "--source", corpus, "--out", f"{run}/manifest",
+                 "--interval-start", start.isoformat(),
+                 "--interval-end", (start + dt.timedelta(days=1)).isoformat(),
+                 "--partition-template", "dt={ds}")
+    stitch = _cli("stitch", "--manifest", f"{run}/manifest", "--run", run,
+                  "--templates", "encyclopedic,qa", "--styles-per-doc", "1",
+                  "--shard-tokens", "2048", "--max-new-tokens", "16", "--max-model-len", "1024",
+                  "--model", str(default_model_dir()), "--master", "local[1]",
+                  "--partitions", "1")
+
+    def shards() -> list[str]:
+        return [s["url"] for s in storage.read_json(f"{run}/prompts/shards.json")["shards"]]
+
+    def rephrase() -> list[str]:
+        return _cli("rephrase", *[a for s in shards() for a in ("--shard", s)],
+                    "--engine", "echo", "--echo-delay-s", "0.05", "--checkpoint-rows", "4")
+
+    def finish() -> None:
+        _run(_cli("validate", *[a for s in shards() for a in ("--shard", s)]), tmp_path)
+        _run(_cli("join", "--run", run), tmp_path)
+
+    _run(crawl, tmp_path)
+    _run(stitch, tmp_path)
+    _run(rephrase(), tmp_path)
+    finish()
+    first = audit(run)
+    assert first.problems == [] and first.replayed == 0
+
+    # three documents corrected in place, spread over the day
+    seed = storage.list_files(corpus, suffix=".parquet")[0]
+    table = storage.read_table(seed)
+    texts = table.column("text").to_pylist()
+    for i in (2, 11, 20):
+        texts[i] += " A sentence the re-crawl added."
+    storage.write_table(table.set_column(table.schema.get_field_index("text"), "text",
+                                         pa.array(texts)), seed)
+    _run(crawl, tmp_path)
+    _run(stitch, tmp_path)
+    _kill_at(rephrase(), "rephrase:part-written", tmp_path)
+    rerun = _run(rephrase(), tmp_path)
+    again = _run(rephrase(), tmp_path)
+    assert {s["status"] for s in again["shards"]} == {"already committed"}
+    finish()
+    report = audit(run)
+    print(report.result_line(), report.summary())
+    assert report.problems == []
+    assert (report.lost, report.duplicated, report.stale) == (0, 0, 0)
+    assert report.generated + report.quarantined == report.prompt_rows == 24
+    commits = [read_commit(s.replace("/prompts/", "/generated/").removesuffix(".parquet"))
+               for s in shards()]
+    replayed = sum(c["replay"]["rows"] for c in commits)
+    generated_rows = sum(c["rows_in"] for c in commits) - replayed
+    # the three corrected documents' rows, and nothing else, were generated again
+    assert generated_rows == 3, rerun
+    assert report.replayed == sum(c["replay"]["attempts"] for c in commits) > 0
+    assert report.replay_origins_gone == 0
 
 
 @pytest.fixture

@@ -276,6 +276,13 @@ CASES = [
          ["judge", "--in", "{tmp}/rows.parquet", "--out", "{tmp}/judged.parquet",
           "--model", "{tmp}/no-model"],
          ("--model", "no-model", "not a model folder")),
+    # replay (docs/adr/0150): where to replay from, checked before any shard is read
+    Case("rephrase-replay-from-nowhere", 3,
+         ["rephrase", "--shard", "{shard}", "--engine", "echo", "--replay-from",
+          "{tmp}/nowhere"],
+         ("--replay-from", "nowhere", "neither a folder with a replay index")),
+    Case("replay-index-missing", 3, ["replay", "--index", "{tmp}/empty"],
+         ("--index", "empty", "no replay index there")),
     # register
     Case("register-catalog-unreachable", 1,
          ["register", "--run", "{committed}", "--table", "synth.rephrased",
