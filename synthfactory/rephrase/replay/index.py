@@ -50,7 +50,7 @@ ENTRY_SCHEMA = pa.schema([
     ("output_tokens", pa.int64()),
     ("committed_at", pa.int64()),  # unix seconds: the newest entry of a key is tried first
 ])
-ROW_GROUP = 4096
+ROW_GROUP = 1024
 BUCKET_FILES = 8
 AUTO_COMPACT = 64
 SEGMENTS, BUCKETS = "segments", "buckets"

@@ -45,10 +45,14 @@ def index_home(run_url: str) -> str:
 
 
 def replayable(row: dict) -> bool:
-    """An attempt another run may take as its own: not empty, and not stopped at its
-    budget unless the trim cut it back (a larger budget would have written more)."""
-    return bool((row.get("output_text") or "").strip()) and (
-        row.get("finish_reason") != "length" or row.get("repair") == TRIMMED)
+    """An attempt another run may take as its own: not empty, and not a row's output
+    that stopped at its budget without the trim cutting it back (a rerun gives such a
+    row a fresh draw rather than its truncated text again). An attempt that stopped at
+    its budget and was tried again is replayable: its key holds the budget, and
+    replaying it leads the gate to the row's next attempt, as it led the first run."""
+    stopped = (row.get("finish_reason") == "length" and row.get("repair") != TRIMMED
+               and bool(row.get("chosen")))
+    return bool((row.get("output_text") or "").strip()) and not stopped
 
 
 @dataclass(frozen=True)

@@ -197,11 +197,45 @@ def test_an_origin_that_no_longer_holds_is_not_replayed(run, caplog):
 def test_an_output_stopped_at_its_budget_is_never_replayed(run):
     rephrase_shard(_shard(run, budget=4), None, Counting(), _options(per_row_budgets=True))
     stopped = [a for a in _attempts(run) if a["finish_reason"] == "length"]
-    assert len(stopped) == ROWS  # the echo's 8 words cut at 4
+    assert len(stopped) == ROWS and all(a["chosen"] for a in stopped)  # 8 words cut at 4
     engine = Counting()
     summary = rephrase_shard(_shard(run, corrected=(0,), budget=4), None, engine,
                              _options(per_row_budgets=True))
     assert summary["replayed_rows"] == 0 and engine.sent == ROWS
+
+
+def test_an_attempt_stopped_at_its_budget_and_tried_again_is_replayed(run):
+    """The row's chain replays: attempt 1 ran on to its budget and was rejected
+    (truncated, repetition), attempt 2 is the row's; a rerun replays both, the gate
+    leading it from one to the next as it led the first run."""
+    from tests.unit.engine.test_rejection_sampling import GOOD, RUN_ON, SOURCE, ScriptedEngine
+
+    options = _options(max_attempts=3, repairs=False)
+
+    def shard(corrected=()):
+        docs = [SOURCE + (" It still stands." if i in corrected else "") for i in range(4)]
+        table = prompt_table(load_template("encyclopedic"), [f"doc-{i}" for i in range(4)],
+                             docs, max_new_tokens=120)
+        url = storage.join(run, "prompts", "shard-00000.parquet")
+        storage.write_table(table, url)
+        return url
+
+    script = {row: [(RUN_ON, "length"), (GOOD, "stop")] for row in range(4)}
+    rephrase_shard(shard(), None, lambda: ScriptedEngine(script), options)
+    made = _attempts(run)
+    assert sorted((a["attempt"], a["finish_reason"], a["chosen"]) for a in made) == (
+        [(1, "length", False)] * 4 + [(2, "stop", True)] * 4)
+    engines: list[ScriptedEngine] = []
+
+    def engine():
+        engines.append(ScriptedEngine(script))
+        return engines[-1]
+
+    summary = rephrase_shard(shard(corrected=(2,)), None, engine, options)
+    assert summary["replayed_rows"] == 3
+    assert [row for row, _ in engines[0].requests] == [2, 2]  # the corrected row's two
+    again = _attempts(run)
+    assert sum(1 for a in again if a["replayed_from"]) == 6  # both attempts of 3 rows
 
 
 def test_replay_from_names_one_run_and_a_bad_value_is_one_line(run, tmp_path, capsys):
