@@ -123,10 +123,12 @@ def counts(summary: dict) -> dict:
             "tokens": sum(s["output_tokens"] for s in ran)}
 
 
-def attempts(run: Path) -> list[dict]:
-    """Every attempt row of the run's current (not set-aside) shards."""
-    urls = storage.list_files(f"file://{run}/attempts", suffix=".parquet")
-    return [r for u in urls for r in storage.read_table(u).to_pylist()]
+def attempts(run: Path, shards: list[str] | None = None) -> list[dict]:
+    """Every attempt row of the run's current (not set-aside) shards, or of ``shards``."""
+    folders = [f"file://{run}/attempts/{s}" for s in shards] if shards is not None \
+        else [f"file://{run}/attempts"]
+    return [r for folder in folders for u in storage.list_files(folder, suffix=".parquet")
+            for r in storage.read_table(u).to_pylist()]
 
 
 def why_generated(first: list[dict], rerun: list[dict], changed: set) -> dict:
@@ -194,7 +196,8 @@ def main() -> None:
               f"({', '.join(corrected)}): {len(changed)} of {len(after)} prompt rows "
               "changed", flush=True)
         rerun, rerun_s = rephrase(shard_urls(run))
-        why = why_generated(made_first, attempts(run), set(changed))
+        ran = [s["shard"] for s in rerun["shards"] if s["status"] == "committed"]
+        why = why_generated(made_first, attempts(run, ran), set(changed))
         base, base_s = rephrase(shard_urls(baseline), "--replay", "off")
         again, base_counts = counts(rerun), counts(base)
         lookup_s = sum(storage.read_json(f"file://{run}/generated/{s['shard']}/"

@@ -40,6 +40,7 @@ NON_DEFAULT = {
         "max_new_tokens": (512, "512"), "max_model_len": (4096, "4096"),
         "temperature": (0.15, "0.15"), "checkpoint_rows": (256, "256"),
         "repair": ("none", "none"), "max_attempts": (5, "5"),
+        "replay": (False, "off"), "replay_from": ("s3://elsewhere/synthetic_rephrase", None),
         "benchmarks": ("s3://evals/benchmarks", None), "decontaminate_n": (11, "11"),
         "benchmark_columns": ("question,answer", None),
         "write_card": (False, None), "license": ("cc-by-4.0", None),

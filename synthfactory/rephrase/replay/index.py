@@ -134,7 +134,11 @@ class ReplayIndex:
         """The row groups of ``url`` whose [min, max] key range holds one of ``keys``
         (sorted): a file's footer, then only those row groups."""
         fs, path = storage.filesystem(url)
-        with fs.open_input_file(path) as handle:
+        try:
+            handle = fs.open_input_file(path)
+        except FileNotFoundError:  # folded by a compaction since it was listed: its
+            return ENTRY_SCHEMA.empty_table()  # entries are in a bucket file written first
+        with handle:
             parquet = pq.ParquetFile(handle)
             column = parquet.schema_arrow.get_field_index("key")
             groups = []

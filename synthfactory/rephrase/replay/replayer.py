@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from synthfactory import storage
+from synthfactory.errors import SynthfactoryError
 from synthfactory.rephrase.replay import origin as origins
 from synthfactory.rephrase.replay.index import ENTRY_SCHEMA, ReplayIndex
 from synthfactory.rephrase.replay.key import KeyBasis, attempt_key
@@ -98,7 +99,13 @@ class Replayer:
         for root, run in self.sources:
             index = ReplayIndex(root)
             index.maybe_compact()
-            for key, entries in index.lookup(wanted, run).items():
+            try:
+                found = index.lookup(wanted, run)
+            except (SynthfactoryError, OSError, pa.ArrowException) as exc:
+                # the index saves work and vouches for nothing: without it, generate
+                log.warning("replay: %s unreadable (%s): generating instead", index.url, exc)
+                continue
+            for key, entries in found.items():
                 if wanted[key] in self.hits:
                     continue
                 for entry in entries:  # the newest origin that still holds

@@ -351,3 +351,16 @@ def test_the_replay_command_reports_and_compacts(tmp_path, capsys):
     index.write_segment("file:///r", "shard-00001", "sha256:1", recent)
     assert cli.main(["replay", "--index", f"file://{tmp_path}"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["entries"] == 10
+
+
+def test_an_unreadable_index_costs_the_replay_not_the_shard(run, caplog):
+    rephrase_shard(_shard(run), None, Counting(), _options())
+    segment = ReplayIndex(run.rsplit("/", 1)[0]).segments()[0]
+    storage.write_bytes(segment, b"not parquet")
+    engine = Counting()
+    with caplog.at_level(logging.WARNING):
+        summary = rephrase_shard(_shard(run, corrected=(0,)), None, engine, _options())
+    assert summary["status"] == "committed" and summary["replayed_rows"] == 0
+    assert engine.sent == ROWS
+    assert any("unreadable" in r.message and "generating instead" in r.message
+               for r in caplog.records)
