@@ -106,12 +106,10 @@ class CommitReplay(TypedDict):
     attempts: int
     tokens: int  # their output tokens (not in the commit's output_tokens)
     keys: bool  # the attempts carry request keys (False: a worker run without them)
-    # with keys: --replay on, the shard's one lookup, and the key's basis (engine, model
-    # identity, output settings, seeded)
-    lookup: NotRequired[bool]
-    keys_looked_up: NotRequired[int]
-    lookup_s: NotRequired[float]
-    basis: NotRequired[dict[str, Any]]
+    lookup: bool  # --replay on (False without keys)
+    keys_looked_up: int  # the shard's one lookup: keys, seconds
+    lookup_s: float
+    basis: dict[str, Any]  # the key's engine, model identity, output settings, seeded ({})
 
 
 class CommittedJson(TypedDict):

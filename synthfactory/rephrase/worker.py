@@ -242,7 +242,8 @@ def _replay_counts(parts: ShardParts, replayer: Replayer | None) -> dict:
               "attempts": sum(p.replayed for p in parts.parts),
               "tokens": sum(p.replayed_tokens for p in parts.parts)}
     if replayer is None:
-        return {**counts, "keys": False}
+        return {**counts, "keys": False, "lookup": False, "keys_looked_up": 0,
+                "lookup_s": 0.0, "basis": {}}
     return {**counts, "keys": True, "lookup": replayer.options.lookup,
             "keys_looked_up": replayer.keys_looked_up,
             "lookup_s": round(replayer.lookup_s, 4), "basis": replayer.options.basis.record}

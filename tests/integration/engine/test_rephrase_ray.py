@@ -281,11 +281,13 @@ class TestAcrossNodes:
         started = time.monotonic()
         # --max-attempts 1: the gate rejects the echo's answers, and retrying them would
         # fill the first parts with attempts of rows still being tried; what these tests
-        # time and count is a lost node's shard (attempts: test_rephrase_vllm, test_faults)
+        # time and count is a lost node's shard (attempts: test_rephrase_vllm, test_faults).
+        # --replay off: the steady and the lost run rephrase the same prompts, and replay
+        # would answer the second from the first's commits (docs/adr/0150)
         proc = subprocess.Popen(
             [str(script), "rephrase", "--engine", "echo", "--echo-delay-s", str(delay_s),
              "--replicas", "2", "--replicas-per-node", "1", "--ray-address", cluster.address,
-             "--checkpoint-rows", "4", "--max-attempts", "1",
+             "--checkpoint-rows", "4", "--max-attempts", "1", "--replay", "off",
              *[a for s in shards for a in ("--shard", s)]],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         try:

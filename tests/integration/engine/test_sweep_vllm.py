@@ -140,7 +140,10 @@ def _worker_engine_args(tmp_path: Path, model: Path, engine_args: str | None,
 
     parser = build_parser("rephrase")
     run = tmp_path / f"worker-{len(list(tmp_path.glob('worker-*')))}"
-    argv = ["--shard", _shard(run), "--model", str(model), "--run", f"file://{run}"]
+    # --replay off: every call rephrases the same prompt, and a replayed one starts no
+    # engine (docs/adr/0150; max_num_seqs changes the speed, not the outputs)
+    argv = ["--shard", _shard(run), "--model", str(model), "--run", f"file://{run}",
+            "--replay", "off"]
     if engine_args:
         argv += ["--engine-args", engine_args]
     monkeypatch.setattr(engines, "VllmEngine", Recording)
