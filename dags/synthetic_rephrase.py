@@ -155,7 +155,9 @@ params = {
                                        "engine_args may set a larger one, never a smaller)"),
     "temperature": Param(0.7, type="number", minimum=0, maximum=2, section=MODEL,
                          description="sampling temperature (0 = greedy)"),
-    "checkpoint_rows": Param(16, type="integer", minimum=1, section=MODEL,
+    # the table's default: the form and the command line checkpoint alike
+    "checkpoint_rows": Param(steps.REPHRASE.flag("--checkpoint-rows").default, type="integer",
+                             minimum=1, section=MODEL,
                              description="rows per checkpoint part (max work lost on a crash)"),
     "max_attempts": Param(3, type="integer", minimum=1, section=MODEL,
                           description="attempts per row: a row the quality gate rejects for "

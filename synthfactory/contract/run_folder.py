@@ -9,14 +9,13 @@ API server has no pyarrow. Parquet files are the engine's business, not this mod
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from synthfactory.contract import paths
 from synthfactory.contract.report_shapes import (
     ReportJson,
 )
-from synthfactory.contract.run_format import RUN_FORMAT, upgrade, upgrade_shard
+from synthfactory.contract.run_format import RunFiles, ShardFiles, upgrade, upgrade_shard
 from synthfactory.contract.shapes import (
     CommittedJson,
     JoinedJson,
@@ -42,33 +41,6 @@ NOT_WRITTEN = {
 def not_written(path: str, kind: str | None = None) -> str:
     """``prompts/shards.json: not written (stitch_prompts has not finished)``."""
     return f"{path}: not written ({NOT_WRITTEN[kind or path]})"
-
-
-@dataclass(frozen=True)
-class ShardFiles:
-    """One shard of the plan with the JSON its steps wrote so far (None: not yet)."""
-
-    entry: ShardEntry
-    commit: CommittedJson | None
-    validation: ValidationJson | None
-
-    @property
-    def name(self) -> str:
-        return self.entry["name"]
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """Every JSON file of a run, and one ``missing`` line per file not written yet; in
-    the current shape once ``RunFolder.read`` has upgraded it (run_format.py)."""
-
-    manifest: ManifestSummary | None
-    plan: ShardsJson | None
-    shards: tuple[ShardFiles, ...]
-    missing: tuple[str, ...]
-    joined: JoinedJson | None = None  # join_chunks' summary, once every group is done
-    format: int = RUN_FORMAT  # the format the folder was written in (run_format.py)
-    outdated: tuple[str, ...] = ()  # one line per file an older engine left short
 
 
 class RunFolder:

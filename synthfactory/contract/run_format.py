@@ -15,13 +15,18 @@ The formats below, oldest first, are each named for what the next one added.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 from synthfactory.contract import paths
-
-if TYPE_CHECKING:
-    from synthfactory.contract.run_folder import RunFiles, ShardFiles
+from synthfactory.contract.shapes import (
+    CommittedJson,
+    JoinedJson,
+    ManifestSummary,
+    ShardEntry,
+    ShardsJson,
+    ValidationJson,
+)
 
 BEFORE_THE_GATE = 1  # validation files without quality verdicts, no verdicts/ (ADR 0113)
 BEFORE_THE_JOIN = 2  # no joined/ folder (ADR 0136)
@@ -36,6 +41,35 @@ RUN_FORMAT = 8  # this engine's: shards.json names it (``run_format``), stitch w
 # usable row made at its first attempt counts under no attempt (the join did not count).
 _JOIN_BEFORE_ATTEMPTS = {"usable_at_attempt": {}, "chunked_usable": None,
                          "chunked_saved": None, "trimmed": None}
+
+
+# A run folder's files as RunFolder reads them (run_folder.py re-exports both): they live
+# here, with the formats they are upgraded from, so neither module imports the other's.
+@dataclass(frozen=True)
+class ShardFiles:
+    """One shard of the plan with the JSON its steps wrote so far (None: not yet)."""
+
+    entry: ShardEntry
+    commit: CommittedJson | None
+    validation: ValidationJson | None
+
+    @property
+    def name(self) -> str:
+        return self.entry["name"]
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Every JSON file of a run, and one ``missing`` line per file not written yet; in
+    the current shape once ``RunFolder.read`` has upgraded it (``upgrade`` below)."""
+
+    manifest: ManifestSummary | None
+    plan: ShardsJson | None
+    shards: tuple[ShardFiles, ...]
+    missing: tuple[str, ...]
+    joined: JoinedJson | None = None  # join_chunks' summary, once every group is done
+    format: int = RUN_FORMAT  # the format the folder was written in (below)
+    outdated: tuple[str, ...] = ()  # one line per file an older engine left short
 
 
 def pre_gate(path: str) -> str:

@@ -119,8 +119,10 @@ CRAWL = Step(
              help="write a part and a checkpoint at least this often (default 30)"),
         Flag("--retry-mode", choices=("standard", "adaptive"),
              help="botocore retry mode (default: AWS_RETRY_MODE, else adaptive)"),
-        Flag("--max-attempts", type=positive_int,
-             help="botocore attempts per request (default: AWS_MAX_ATTEMPTS, else 10)"),
+        # not --max-attempts: that is rephrase's attempts per row (issue 51)
+        Flag("--request-attempts", type=positive_int, aliases=("--max-attempts",),
+             help="botocore attempts per S3 request, the first included (default: "
+                  "AWS_MAX_ATTEMPTS, else 10)"),
     ))
 
 STITCH = Step(

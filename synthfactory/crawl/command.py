@@ -126,7 +126,7 @@ def _lister(source: str, args: argparse.Namespace):
     if storage.scheme(source) == "s3":
         from synthfactory.crawl.s3_lister import S3Lister, make_client
 
-        client = make_client(args.workers, args.retry_mode, args.max_attempts)
+        client = make_client(args.workers, args.retry_mode, args.request_attempts)
         return S3Lister(source, client, page_size=args.max_keys)
     from synthfactory.crawl.local_lister import LocalLister
 

@@ -22,7 +22,8 @@ _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExce
               "ServiceUnavailable", "503", "InternalError", "500"}
 
 
-def make_client(workers: int, retry_mode: str | None = None, max_attempts: int | None = None):
+def make_client(workers: int, retry_mode: str | None = None,
+                request_attempts: int | None = None):
     """A thread-safe S3 client; retry settings from the arguments, else AWS_RETRY_MODE /
     AWS_MAX_ATTEMPTS, else adaptive with 10 attempts."""
     import boto3
@@ -32,7 +33,7 @@ def make_client(workers: int, retry_mode: str | None = None, max_attempts: int |
     if mode not in RETRY_MODES:
         raise PermanentError(f"retry mode {mode!r} (--retry-mode or AWS_RETRY_MODE): "
                              f"expected one of {', '.join(RETRY_MODES)}")
-    attempts = max_attempts or env_attempts() or 10
+    attempts = request_attempts or env_attempts() or 10
     config = Config(
         # total_max_attempts counts the first try, like AWS_MAX_ATTEMPTS; the dict's
         # "max_attempts" would count retries only
@@ -52,7 +53,7 @@ def env_attempts() -> int | None:
         value = int(raw)
     except ValueError:
         raise PermanentError(f"AWS_MAX_ATTEMPTS={raw!r}: not an integer (attempts per S3 "
-                             "request, e.g. 10; or pass --max-attempts)") from None
+                             "request, e.g. 10; or pass --request-attempts)") from None
     if value < 1:
         raise PermanentError(f"AWS_MAX_ATTEMPTS={raw!r}: must be at least 1")
     return value
@@ -128,7 +129,7 @@ class S3Lister:
             if code in _THROTTLED:
                 raise RetryableError(
                     f"{where}: still throttled ({code}) after {attempts + 1} attempts; "
-                    "raise --max-attempts or lower --workers"
+                    "raise --request-attempts or lower --workers"
                 ) from exc
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
             # a 5xx is the server's trouble and may pass; a 4xx is the request's

@@ -10,7 +10,6 @@ import os
 import threading
 import urllib.request
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
@@ -21,10 +20,6 @@ from prometheus_client import (
 
 from synthfactory.contract import METRICS_JOB, PUSHGATEWAY_ENV
 from synthfactory.contract.names import METRICS_ADDR_ENV, METRICS_PORT_ENV
-
-if TYPE_CHECKING:
-    from synthfactory.metrics.rephrase_task import RephraseMetrics
-    from synthfactory.metrics.step_rows import StepMetrics
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +41,31 @@ def push_period(environ: Mapping[str, str] | None = None) -> float:
     return min(float(environ.get(PUSH_SECONDS_ENV, PUSH_SECONDS)), PUSH_SECONDS)
 
 
-def stop_exporting(metrics: RephraseMetrics | StepMetrics) -> None:
-    """The last push and /metrics stopped, as both close() end: each at most once."""
-    if metrics._pusher is not None:
-        metrics._pusher.stop()
-        metrics._pusher = None
-    if metrics._server is not None:
-        metrics._server.stop()
-        metrics._server = None
+class Exports:
+    """How one registry leaves the process: a Pusher (when SYNTHFACTORY_PUSHGATEWAY names
+    a gateway) and a /metrics server (when SYNTHFACTORY_METRICS_PORT names a port), each
+    started at most once and stopped at most once. The metrics classes hold one each, so
+    this module needs nothing of them."""
+
+    def __init__(self) -> None:
+        self.pusher: Pusher | None = None
+        self.server: MetricsServer | None = None
+
+    def start(self, registry: CollectorRegistry, grouping_key: Mapping[str, str],
+              environ: Mapping[str, str] | None = None) -> None:
+        if self.pusher is None:
+            self.pusher = start_pusher(registry, grouping_key, environ)
+        if self.server is None:
+            self.server = serve_metrics(registry, environ)
+
+    def stop(self) -> None:
+        """The last push and /metrics stopped, as both close() end: each at most once."""
+        if self.pusher is not None:
+            self.pusher.stop()
+            self.pusher = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
 
 
 def start_pusher(registry: CollectorRegistry, grouping_key: Mapping[str, str],

@@ -14,15 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
 from synthfactory.contract import TRY_NUMBER_ENV
-from synthfactory.metrics.export import (
-    PREFIX,
-    MetricsServer,
-    Pusher,
-    push_period,
-    serve_metrics,
-    start_pusher,
-    stop_exporting,
-)
+from synthfactory.metrics.export import PREFIX, Exports, push_period
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +101,7 @@ class RephraseMetrics:
         self._stats_at: float | None = None
         self._stats_period = push_period(environ)
         self._stats_warned = False
-        self._pusher: Pusher | None = None
-        self._server: MetricsServer | None = None
+        self._exports = Exports()
         self._startup_s = 0.0
         self._shard_tokens = 0  # output tokens of the shards a Ray driver saw come back
         self.last_checkpoint.set_to_current_time()  # a hung start counts as a stall too
@@ -217,12 +208,9 @@ class RephraseMetrics:
     def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
         """Push every PUSH_SECONDS from now on, if a Pushgateway is configured; serve
         /metrics, if a port is (SYNTHFACTORY_METRICS_PORT: a pod's)."""
-        if self._pusher is None:
-            key = {k: v for k, v in self.labels.items() if k != "model"}
-            self._pusher = start_pusher(self.registry, key, environ)
-        if self._server is None:
-            self._server = serve_metrics(self.registry, environ)
+        key = {k: v for k, v in self.labels.items() if k != "model"}
+        self._exports.start(self.registry, key, environ)
 
     def close(self) -> None:
         """The last push (the figures at the end of the task); /metrics stops."""
-        stop_exporting(self)
+        self._exports.stop()

@@ -14,14 +14,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
 from synthfactory.contract import PUSHGATEWAY_ENV, TRY_NUMBER_ENV
 from synthfactory.contract.names import METRICS_PORT_ENV
-from synthfactory.metrics.export import (
-    PREFIX,
-    MetricsServer,
-    Pusher,
-    serve_metrics,
-    start_pusher,
-    stop_exporting,
-)
+from synthfactory.metrics.export import PREFIX, Exports
 
 # The steps besides rephrase that push their rows and seconds (cli.py wraps their run), and
 # where their summary says the rows: {metric: summary key}. docs/metrics.md.
@@ -67,14 +60,10 @@ class StepMetrics:
         self.running.set(1)
         if environ.get(TRY_NUMBER_ENV, "").isdigit():
             self.try_number.set(int(environ[TRY_NUMBER_ENV]))
-        self._pusher: Pusher | None = None
-        self._server: MetricsServer | None = None
+        self._exports = Exports()
 
     def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
-        if self._pusher is None:
-            self._pusher = start_pusher(self.registry, self.labels, environ)
-        if self._server is None:
-            self._server = serve_metrics(self.registry, environ)
+        self._exports.start(self.registry, self.labels, environ)
 
     def finished(self, summary: object) -> None:
         """The step's summary: its rows, as STEP_ROWS says where they are."""
@@ -90,7 +79,7 @@ class StepMetrics:
         seconds = time.monotonic() - self._started
         self.seconds.set_function(lambda: seconds)
         self.running.set(0)
-        stop_exporting(self)
+        self._exports.stop()
 
 
 def step_metrics(step: str, environ: Mapping[str, str] | None = None) -> StepMetrics | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -22,9 +21,7 @@ from synthfactory.rephrase.checkpoint import (
 from synthfactory.rephrase.engines import Completion, GenerationEngine
 from synthfactory.rephrase.progress import Progress
 from synthfactory.rephrase.replay.replayer import Replayer
-
-if TYPE_CHECKING:
-    from synthfactory.rephrase.worker import WorkerOptions
+from synthfactory.rephrase.worker_options import WorkerOptions
 
 # quarantine reasons of the rephrase step (a row's reason may add the engine's words)
 REJECTED, EMPTY = "engine rejected the request", "empty output"

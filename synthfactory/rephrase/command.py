@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> dict:
             results, pool = rephrase_on_ray(
                 shards, args.run, spec, options,
                 PoolOptions(replicas=args.replicas, gpus_per_replica=gpus,
-                            address=args.ray_address, max_attempts=args.max_shard_attempts,
+                            address=args.ray_address, max_shard_attempts=args.max_shard_attempts,
                             replicas_per_node=args.replicas_per_node),
                 on_result=lambda result: metrics.shard_done(
                     result, time.monotonic() - started))

@@ -125,10 +125,10 @@ class Driver:
         to restart it (a probe), or is given up when its node is gone."""
         self.deaths[index] += 1
         self._event("lost", index, url, error=type(exc).__name__)
-        if attempt >= self.pool.max_attempts:
+        if attempt >= self.pool.max_shard_attempts:
             raise RetryableError(
                 f"{url}: its replica died {attempt} time(s) (max attempts "
-                f"{self.pool.max_attempts}); last: {ray_errors.cause(exc)}") from exc
+                f"{self.pool.max_shard_attempts}); last: {ray_errors.cause(exc)}") from exc
         log.warning("replica %d died on %s (attempt %d): %s; the shard goes back to the "
                     "queue", index, url, attempt, ray_errors.cause(exc))
         self.queue.appendleft((url, attempt + 1))

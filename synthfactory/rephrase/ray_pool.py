@@ -6,7 +6,7 @@ stealing: a slow GPU holds back only its own shard). At most one shard is in fli
 per replica, so the driver always knows who works on what:
 
 - a replica that dies (GPU fault, OOM, SIGKILL) is restarted by Ray (``max_restarts``)
-  and its shard goes back to the queue, at most ``max_attempts`` times in all; the
+  and its shard goes back to the queue, at most ``max_shard_attempts`` times in all; the
   worker resumes it from its checkpoint parts;
 - the engine runs inside the replica's own process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``),
   so when a replica dies its engine dies with it: no orphan holding GPU memory;
@@ -60,7 +60,7 @@ class PoolOptions:
     replicas: int
     gpus_per_replica: float = 0.0  # 0 on the CPU build
     address: str | None = None  # None: a local Ray; "auto" inside a RayJob
-    max_attempts: int = 3  # per shard, over replica deaths
+    max_shard_attempts: int = 3  # per shard, over replica deaths (--max-shard-attempts)
     max_restarts: int = 2  # per replica
     replicas_per_node: int | None = None  # None: Ray places replicas by their resources
     # A pinned replica lost with its node is started again on a node with room (one that

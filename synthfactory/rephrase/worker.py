@@ -18,8 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from synthfactory import storage
 from synthfactory.contract import CommittedJson, CommitTimings, paths
@@ -32,43 +31,13 @@ from synthfactory.rephrase.checkpoint import ConcurrentWriter, ShardParts
 from synthfactory.rephrase.engines import GenerationEngine
 from synthfactory.rephrase.fingerprint import output_checksum, prompt_checksum
 from synthfactory.rephrase.replay.index import ReplayIndex
-from synthfactory.rephrase.replay.replayer import (
-    Replayer,
-    ReplayOptions,
-    index_entries,
-    index_home,
-)
+from synthfactory.rephrase.replay.replayer import Replayer, index_entries, index_home
 from synthfactory.rephrase.set_aside import set_aside
-
-if TYPE_CHECKING:
-    from synthfactory.metrics import RephraseMetrics
+from synthfactory.rephrase.worker_options import WorkerOptions
 
 log = logging.getLogger(__name__)
 
 PROMPT_COLUMNS = ["id", "template_id", "template_version", "system", "user"]
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    model: str
-    checkpoint_rows: int = 64
-    max_in_flight: int = 256
-    sampling: dict | None = None
-    per_row_budgets: bool = False  # each row's max_new_tokens column caps its generation
-    # attempts per row (1: no row is generated again) and trimming an output that ran on
-    # to its budget (quality/repair.py); with neither, the worker judges nothing (the
-    # attempts' reasons are null) and needs no template. The CLI: the steps table's
-    # --max-attempts, repairs on.
-    max_attempts: int = 1
-    repairs: bool = False
-    max_repetition: float | None = None  # the gate's; None: its default (validate's)
-    # request keys on every attempt and the replay index written at each commit; with
-    # lookup on, an attempt committed before under the same key is replayed, not
-    # generated (docs/adr/0150). None: neither (attempts have no keys).
-    replay: ReplayOptions | None = None
-    # the task's Prometheus metrics (synthfactory/metrics/rephrase_task.py); in-process runs only: a
-    # registry does not travel to Ray actors
-    metrics: RephraseMetrics | None = field(default=None, compare=False, repr=False)
 
 
 def shard_paths(shard_url: str, run_url: str | None) -> tuple[str, str, str, str]:

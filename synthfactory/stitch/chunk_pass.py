@@ -5,16 +5,13 @@ from chunks.py (how one text is split, no Spark) and from job.py (the plan aroun
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.stitch import budget, chunks, tokens
-
-if TYPE_CHECKING:
-    from synthfactory.stitch.job import StitchConfig
+from synthfactory.stitch.config import StitchConfig
 
 CHUNK_ID_SEPARATOR = "#"  # a chunk row's id: {document id}#{chunk index}
 CHUNK_SCHEMA = pa.schema([

@@ -149,6 +149,52 @@ def test_every_params_non_default_value_reaches_the_flag_that_takes_it(dags, dag
     assert _missing(dag, NON_DEFAULT[dag_id]) == [], dag_id
 
 
+# A Param's default that differs from the default of a flag it feeds, on purpose: (dag,
+# Param, flag) -> why. Anything else must agree (the DAG reads the table's default), so a
+# trigger with the form's defaults runs the step as its command line does.
+DIFFERENT_DEFAULTS = {
+    # the form's budget is per row (auto); stitch's command line keeps its fixed 256, and
+    # the sweep measures a fixed budget (its own Param, 128)
+    ("synthetic_rephrase", "stitch", "--max-new-tokens"): "auto, per row, in the form",
+    ("engine_sweep", "stitch", "--max-new-tokens"): "the sweep's own Param",
+    ("engine_sweep", "rephrase", "--max-new-tokens"): "the sweep's own Param",
+    ("synthetic_rephrase", "sweep", "--max-new-tokens"): "the run's budget, auto",
+    # the form starts a new user on one style; the command line's empty list is every
+    # shipped template (or, with --routing on, every template the table names)
+    ("synthetic_rephrase", "stitch", "--templates"): "one style to start with",
+}
+
+
+def _flag_text(flag: steps.Flag, value) -> str:
+    """A Param value as the flag reads it (a list comma-joined, a switch on/off)."""
+    if isinstance(value, bool) and flag.choices == ("on", "off"):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+def _different_defaults(dags) -> list[str]:
+    found = []
+    for dag_id, dag in sorted(dags.items()):
+        for step in steps.STEPS.values():
+            for flag in step.flags:
+                if not flag.param or flag.param not in dag.params or flag.default is None:
+                    continue
+                default = dag.params.get_param(flag.param).value
+                key = (dag_id, step.name, flag.name)
+                if _flag_text(flag, default) != str(flag.default) and key not in \
+                        DIFFERENT_DEFAULTS:
+                    found.append(f"{dag_id} Param {flag.param}={default!r}, "
+                                 f"{step.name} {flag.name} {flag.default!r}")
+    return found
+
+
+def test_a_params_default_is_the_default_of_the_flag_it_feeds(dags):
+    """Seen failing: checkpoint_rows was 16 in the form and 64 on the command line."""
+    assert _different_defaults(dags) == []
+
+
 def test_the_check_sees_a_param_the_table_loses(monkeypatch):
     """The break: smoke's --steps no longer takes smoke_steps (a literal 10 instead), the
     DAG parsed again: the Param's value reaches no argv, and the check says so."""

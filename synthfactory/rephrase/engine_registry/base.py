@@ -9,10 +9,30 @@ its engine does differently.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:  # the registry never imports the spec at run time: it imports us
-    from synthfactory.rephrase.engine_spec import EngineSpec
+
+class Recipe(Protocol):
+    """What an entry reads of ``engine_spec.EngineSpec``: stated here so that the registry
+    needs nothing of the spec's module, which imports the registry (its ``build``)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def engine_args(self) -> dict: ...
+    @property
+    def tuned(self) -> dict | None: ...
+    @property
+    def sampling(self) -> dict: ...
+    @property
+    def max_in_flight(self) -> int: ...
+    @property
+    def window(self) -> int | None: ...
+    @property
+    def settings(self) -> object | None: ...
+
+
+SpecT = TypeVar("SpecT", bound=Recipe)
 
 
 def describe(exc: BaseException) -> str:
@@ -61,21 +81,21 @@ class EngineKind:
         return None
 
     # -- construction ------------------------------------------------------------------
-    def build(self, spec: EngineSpec):
+    def build(self, spec: Recipe):
         """The engine (``engines.GenerationEngine``) the spec describes."""
         raise NotImplementedError
 
     def default_gpus_per_replica(self) -> float:
         return 0.0
 
-    def for_replica(self, spec: EngineSpec, gpus: float) -> EngineSpec:
+    def for_replica(self, spec: SpecT, gpus: float) -> SpecT:
         """The spec a Ray replica with ``gpus`` GPUs builds from."""
         return spec
 
     def check_replica_devices(self, gpu_ids: list, index: int) -> None:
         """A Ray replica was given GPUs ``gpu_ids``: can the engine use them?"""
 
-    def replay_basis(self, spec: EngineSpec):
+    def replay_basis(self, spec: Recipe):
         """What besides the request decides this engine's outputs
         (``replay.key.KeyBasis``), known without starting it: the task may need no engine
         at all when every attempt is replayed (docs/adr/0150)."""

@@ -106,7 +106,7 @@ def test_a_run_of_503_slowdown_is_retried(corpus, crawl_s3, tmp_path, monkeypatc
     with ThrottlingProxy(crawl_s3.port, fail_first=12, every=2) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         summary = crawl("--source", f"s3://{BUCKET}/corpus", "--out", str(tmp_path / "m"),
-                        "--workers", "4", "--retry-mode", "standard", "--max-attempts", "8")
+                        "--workers", "4", "--retry-mode", "standard", "--request-attempts", "8")
     assert proxy.throttled == 12
     assert summary["retries"] == 12
     assert sorted(keys_of(tmp_path / "m")) == sorted(corpus)
@@ -117,8 +117,8 @@ def test_endless_throttling_gives_up_with_a_clear_error(crawl_s3, tmp_path, monk
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         with pytest.raises(SynthfactoryError, match=r"still throttled \(SlowDown\) after 2 "):
             crawl("--source", f"s3://{BUCKET}/corpus", "--out", str(tmp_path / "m"),
-                  "--retry-mode", "standard", "--max-attempts", "2")
-    assert proxy.throttled == 2  # one try and one retry: --max-attempts counts them all
+                  "--retry-mode", "standard", "--request-attempts", "2")
+    assert proxy.throttled == 2  # one try and one retry: --request-attempts counts them all
 
 
 def test_missing_bucket(crawl_s3, tmp_path):

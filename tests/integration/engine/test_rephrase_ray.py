@@ -104,7 +104,7 @@ def _killed_then_rerun(run_url, shards, killed, watcher):
         shards, None, EngineSpec(model="echo", engine="echo",
                                   settings=EchoSettings(delay_s=0.02)),
         WorkerOptions(model="echo", checkpoint_rows=4),
-        PoolOptions(replicas=2, max_attempts=3))
+        PoolOptions(replicas=2, max_shard_attempts=3))
     watcher.join(5)
 
     assert len(killed) == 1, "one replica was SIGKILLed mid-shard"

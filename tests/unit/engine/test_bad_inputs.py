@@ -69,8 +69,9 @@ CASES = [
          ("argument action", "invalid choice: 'convert'")),
     # crawl
     Case("crawl-max-attempts-0", 2,
-         ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest", "--max-attempts", "0"],
-         ("argument --max-attempts", "must be at least 1, got 0")),
+         ["crawl", "--source", "{tmp}/corpus", "--out", "{tmp}/manifest",
+          "--request-attempts", "0"],
+         ("argument --request-attempts", "must be at least 1, got 0")),
     Case("crawl-aws-max-attempts-not-an-integer", 3,
          ["crawl", "--source", "s3://bucket/corpus", "--out", "{tmp}/manifest"],
          ("AWS_MAX_ATTEMPTS='ten'", "not an integer"),
