@@ -1,10 +1,13 @@
 """The Ray pool's driver: hands shards to replicas, one at a time each, until every shard
 has come back, and deals with what happens meanwhile (docs/rephrase.md, ADR 0056).
 
-Its state is its fields; each event has its method: a shard came back (done, or its
-replica was lost with it), a (re)started replica answered its probe, a replacement is
-started on a node with room, the work finished. Ray is imported by the pool before a
-driver exists (``ray_pool.rephrase_on_ray``), never when this module is.
+Each replica's state is one ``Slot``; the driver's own fields are the work (the queue,
+what is in flight, the results) and the pool's events. Each event has its method: a
+shard came back (done, or its replica was lost with it), a (re)started replica answered
+its probe, a replacement is started on a node with room, the work finished. The driver
+keeps its own list of slots (replacements join it); the pool stops every actor in it
+when the run ends. Ray is imported by the pool before a driver exists
+(``ray_pool.rephrase_on_ray``), never when this module is.
 """
 
 from __future__ import annotations
@@ -25,12 +28,20 @@ PROBE_RETRY_S = 0.5  # a replica Ray is still restarting is asked again after th
 
 @dataclass
 class Slot:
-    """A replica the driver started: its actor, the node it is pinned to (None: Ray
-    places it) and its cores (a local Ray's share of this machine, else None)."""
+    """One replica: its actor, the node it is pinned to (None: Ray places it) and its
+    cores (a local Ray's share of this machine, else None), and what the driver knows of
+    it."""
 
     actor: object
     node: str | None
     cores: list[int] | None
+    alive: bool = True  # False: given up (restarts exhausted, its node gone, replaced)
+    deaths: int = 0  # times its process died with a shard
+    # a suspect: its process stopped answering while Ray still calls its node alive (it
+    # says so only after its health checks, ~15 s and more); the revival probe's ref
+    suspect_probe: object | None = None
+    wanted: bool = False  # given up, its place still empty: a replacement is wanted
+    replaced_by: int | None = None  # the replica started in its place
 
 
 class Driver:
@@ -44,7 +55,8 @@ class Driver:
                  on_result: Callable[[dict], None] | None = None):
         from ray import exceptions
 
-        self.ray, self.slots, self.start, self.room, self.pool = ray, slots, start, room, pool
+        self.ray, self.start, self.room, self.pool = ray, start, room, pool
+        self.slots = list(slots)  # the driver's own: replacements join it
         self.shard_urls, self.run_url, self.options = shard_urls, run_url, options
         self.on_result = on_result
         self.unavailable = exceptions.ActorUnavailableError  # still restarting
@@ -53,33 +65,35 @@ class Driver:
         self.lost = (exceptions.RayActorError, exceptions.ActorUnschedulableError)
         self.failed_task = exceptions.RayTaskError  # the task's own exception
         self.queue = deque((url, 1) for url in shard_urls)
-        self.idle = deque(range(len(slots)))
-        self.alive = set(range(len(slots)))
-        self.deaths = [0] * len(slots)
+        self.idle = deque(range(len(slots)))  # replicas waiting for a shard, in turn
         # ref -> (replica, shard URL or None for a revival probe, attempt)
         self.in_flight: dict = {}
         self.results: dict[str, dict] = {}
         self.requeued = 0
-        self.gone: list[int] = []  # given up: restarts exhausted, or their node is gone
         # what happened when (wall clock): where a lost node's time goes
         self.events: list[dict] = []
-        # Replacing a lost replica (pinned pools only: an unpinned one is restarted by Ray
-        # wherever there is room). `suspects`: replicas whose process stopped answering
-        # while Ray still calls their node alive (it says so only after its health checks,
-        # ~15 s and more); `wanted`: replicas given up whose place is still empty.
+        # Replacing a lost replica: pinned pools only (an unpinned one is restarted by Ray
+        # wherever there is room)
         self.replacing = bool(pool.replicas_per_node) and pool.replace_lost
-        self.suspects: dict[int, object] = {}  # replica -> its revival probe's ref
-        self.wanted: list[int] = []
-        self.replaced: list[int] = []
         self.replacement_processes: list[dict] = []
         self.dead_nodes: set[str] = set()
+
+    def actors(self) -> list:
+        """Every replica's actor, replacements included: the pool stops them all."""
+        return [slot.actor for slot in self.slots]
+
+    def _alive(self) -> list[int]:
+        return [i for i, slot in enumerate(self.slots) if slot.alive]
+
+    def _suspects(self) -> list[int]:
+        return [i for i, slot in enumerate(self.slots) if slot.suspect_probe is not None]
 
     def run(self) -> tuple[list[dict], dict]:
         """Every shard's result, in ``shard_urls`` order, and the pool's figures."""
         while self.queue or any(url for _, url, _ in self.in_flight.values()):
             if self._looking_for_room():
                 self.replace_where_room()
-            if not self.alive:
+            if not self._alive():
                 raise RetryableError("every replica is gone (died more often than "
                                      f"max_restarts {self.pool.max_restarts}, or its node "
                                      f"did); giving up with {len(self.queue)} shard(s) left")
@@ -123,7 +137,7 @@ class Driver:
         """The replica died on ``url``: the shard goes back to the queue, first in line (it
         has parts to resume), unless it used up its attempts; the replica waits for Ray
         to restart it (a probe), or is given up when its node is gone."""
-        self.deaths[index] += 1
+        self.slots[index].deaths += 1
         self._event("lost", index, url, error=type(exc).__name__)
         if attempt >= self.pool.max_shard_attempts:
             raise RetryableError(
@@ -138,7 +152,7 @@ class Driver:
         else:  # no work for it until Ray has restarted it: the probe resolves then
             probe = self._probe(index)
             if self.replacing:
-                self.suspects[index] = probe
+                self.slots[index].suspect_probe = probe
 
     def probe_answered(self, ref, index: int) -> None:
         """A (re)started replica's probe: its engine is up and it takes shards; or Ray is
@@ -149,8 +163,8 @@ class Driver:
         except self.unavailable:
             time.sleep(PROBE_RETRY_S)
             probe = self._probe(index)
-            if index in self.suspects:
-                self.suspects[index] = probe
+            if self.slots[index].suspect_probe is not None:
+                self.slots[index].suspect_probe = probe
             return
         except self.lost as exc:  # restarts exhausted, or no node
             self.give_up(index, exc)
@@ -160,7 +174,7 @@ class Driver:
             if ours is not None:
                 raise ours from None
             raise
-        self.suspects.pop(index, None)
+        self.slots[index].suspect_probe = None
         if index >= self.pool.replicas and index not in {
                 p["replica"] for p in self.replacement_processes}:
             self.replacement_processes.append(
@@ -171,16 +185,16 @@ class Driver:
     def give_up(self, index: int, exc: BaseException) -> None:
         """The replica is gone for good (restarts exhausted, or its node is gone); its
         place is wanted for a replacement while replacements are allowed."""
-        self.alive.discard(index)
-        self.suspects.pop(index, None)
-        self.gone.append(index)
+        slot = self.slots[index]
+        slot.alive, slot.suspect_probe = False, None
         self._event("gone", index, error=type(exc).__name__)
         log.warning("replica %d is gone for good: %s", index, ray_errors.cause(exc))
-        if isinstance(exc, self.unschedulable) and self.slots[index].node:
-            self.dead_nodes.add(self.slots[index].node)
-        if self.replacing and len(self.replaced) + len(self.wanted) < (
+        if isinstance(exc, self.unschedulable) and slot.node:
+            self.dead_nodes.add(slot.node)
+        replaced_or_wanted = sum(s.replaced_by is not None or s.wanted for s in self.slots)
+        if self.replacing and replaced_or_wanted < (
                 self.pool.replicas * max(1, self.pool.max_restarts)):
-            self.wanted.append(index)
+            slot.wanted = True
 
     def replace_where_room(self) -> None:
         """Start a replica on a node with room for each one given up, and in place of
@@ -188,13 +202,15 @@ class Driver:
         replica per place, and its shard is already back in the queue)."""
         ray_nodes = self.ray.nodes()
         self.dead_nodes.update(n["NodeID"] for n in ray_nodes if not n.get("Alive"))
-        for index in list(self.suspects):
-            if self.slots[index].node in self.dead_nodes:
-                self.ray.kill(self.slots[index].actor, no_restart=True)
-                self.in_flight.pop(self.suspects[index], None)
+        for index in self._suspects():
+            slot = self.slots[index]
+            if slot.node in self.dead_nodes:
+                self.ray.kill(slot.actor, no_restart=True)
+                self.in_flight.pop(slot.suspect_probe, None)
                 self.give_up(index, self.unschedulable(f"replica {index}: its node is dead"))
-        for index in list(self.wanted) + list(self.suspects):
-            pinned = [self.slots[i].node for i in self.alive if i not in self.suspects]
+        wanted = [i for i, slot in enumerate(self.slots) if slot.wanted]
+        for index in wanted + self._suspects():
+            pinned = [s.node for s in self.slots if s.alive and s.suspect_probe is None]
             node = self.room(ray_nodes, pinned, self.dead_nodes | {self.slots[index].node})
             if node is not None:
                 self.replacement_started(index, node)
@@ -202,34 +218,35 @@ class Driver:
     def replacement_started(self, index: int, node: str) -> None:
         """A new replica on ``node`` in place of ``index`` (a suspect is fenced first: never
         two replicas of one place at work); it takes shards once its engine is up."""
-        if index in self.suspects:
-            self.ray.kill(self.slots[index].actor, no_restart=True)
-            self.in_flight.pop(self.suspects.pop(index), None)
-            self.alive.discard(index)
-            self.gone.append(index)
+        old = self.slots[index]
+        if old.suspect_probe is not None:
+            self.ray.kill(old.actor, no_restart=True)
+            self.in_flight.pop(old.suspect_probe, None)
+            old.alive, old.suspect_probe = False, None
             self._event("gone", index, error="replaced while unreachable")
-        else:
-            self.wanted.remove(index)
+        old.wanted = False
         new = len(self.slots)
-        cores = self.slots[index].cores
-        self.slots.append(Slot(self.start(new, node, cores), node, cores))
-        self.alive.add(new)
-        self.deaths.append(0)
-        self.replaced.append(index)
+        self.slots.append(Slot(self.start(new, node, old.cores), node, old.cores))
+        old.replaced_by = new
         self._event("replacing", new, node=node, instead_of=index)
         log.warning("replica %d starts on node %s in place of replica %d", new, node, index)
         self._probe(new)
 
     def finished(self) -> tuple[list[dict], dict]:
         """The results in ``shard_urls`` order, and what the run cost in replicas."""
-        figures = {"replicas": self.pool.replicas, "actor_deaths": sum(self.deaths),
-                   "requeued": self.requeued, "replicas_gone": sorted(self.gone),
-                   "replaced": self.replaced, "events": self.events,
+        figures = {"replicas": self.pool.replicas,
+                   "actor_deaths": sum(s.deaths for s in self.slots),
+                   "requeued": self.requeued,
+                   "replicas_gone": [i for i, s in enumerate(self.slots) if not s.alive],
+                   "replaced": [i for i, s in enumerate(self.slots)
+                                if s.replaced_by is not None],
+                   "events": self.events,
                    "replacement_processes": self.replacement_processes}
         return [self.results[url] for url in self.shard_urls], figures
 
     def _looking_for_room(self) -> bool:
-        return bool(self.replacing and (self.wanted or self.suspects))
+        return self.replacing and any(s.wanted or s.suspect_probe is not None
+                                      for s in self.slots)
 
     def _hand_out(self) -> None:
         while self.queue and self.idle:

@@ -218,19 +218,19 @@ def rephrase_on_ray(shard_urls: list[str], run_url: str | None, spec: EngineSpec
         return _room(ray_nodes, pinned, avoid, pool.replicas_per_node, max(cpus),
                      pool.gpus_per_replica)
 
+    driver = Driver(ray, replicas, start, room, pool, shard_urls, run_url, options, on_result)
     try:
         try:  # a replica that cannot start (no CUDA, no model) fails the command at once
             started = ray.get([a.ready.remote() for a in actors])
         except RayActorError as exc:
             raise ray_errors.start_error(exc) from exc
         log.info("%d replica(s) ready: %s", len(actors), started)
-        results, figures = Driver(ray, replicas, start, room, pool, shard_urls, run_url,
-                                  options, on_result).run()
+        results, figures = driver.run()
         return results, {**figures, "replicas_per_node": pool.replicas_per_node,
                          "replica_processes": started + figures.pop("replacement_processes")}
     finally:
-        for replica in replicas:
-            ray.kill(replica.actor, no_restart=True)
+        for actor in driver.actors():  # replacements the driver started included
+            ray.kill(actor, no_restart=True)
         if started_here:
             ray.shutdown()
 
