@@ -435,7 +435,7 @@ def sensor_poke_ms(groups: int, rounds: int = 5) -> tuple[float, str]:
     from synthfactory_airflow.plugins.capacity.cluster import ClusterSnapshot
 
     wave = _render(KubernetesRunner(Settings(runner="kubernetes")).wave(str(groups)),
-                   {"params": {"gpus_per_task": 1}}, Template)
+                   {"params": {"replicas": 1}}, Template)
     nodes, pods = _cluster(max(groups, 1024))
     check = CapacityCheck(wave=wave, cluster="kubernetes", kubernetes_conn_id=None)
     times, fits = [], None

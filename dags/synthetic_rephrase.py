@@ -198,10 +198,13 @@ params = {
     "decontaminate_n": Param(13, type="integer", minimum=5, maximum=64, section=GATE,
                              description="words per n-gram of the decontamination check "
                                          "(13, as datatrove and NeMo Curator)"),
-    "gpus_per_task": Param(1, type="integer", minimum=1, maximum=16, section=MODEL,
-                           description="GPUs per rephrase pod, one vLLM replica per GPU "
-                                       "pulling the task's shards (Ray when > 1; on the CPU "
-                                       "build: replicas pinned to one core each)"),
+    # rephrase --replicas (a saved conf's former gpus_per_task still works: param_names.py)
+    "replicas": Param(steps.REPHRASE.flag("--replicas").default, type="integer", minimum=1,
+                      maximum=16, section=MODEL,
+                      description="engine replicas per rephrase task, each on a GPU of its "
+                                  "own, pulling the task's shards (Ray when > 1; the pod asks "
+                                  "that many GPUs; on the CPU build: replicas pinned to one "
+                                  "core each). Formerly gpus_per_task"),
     "max_shard_groups": Param(2, type="integer", minimum=1, section=PROMPTS,
                               description="at most this many rephrase tasks (shards are "
                                           "grouped to fit; never more than the "

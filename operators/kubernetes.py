@@ -19,8 +19,9 @@ from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperato
 from airflow.sdk.exceptions import AirflowException
 from kubernetes.client import models as k8s
 
-from synthfactory.contract import RESULT_FILE_ENV
+from synthfactory.contract import RESULT_FILE_ENV, steps
 from synthfactory.contract.names import METRICS_PORT_ENV
+from synthfactory.contract.param_names import param_expr
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
 from synthfactory_airflow.operators.kube_client import kubernetes_hook
 from synthfactory_airflow.operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
@@ -77,7 +78,7 @@ CPU_POLICY = PodPolicy(
 POLICIES = {"gpu": GPU_POLICY, "cpu": CPU_POLICY}
 # The rephrase pod asks for this many GPUs (and GPU_POLICY's cpu and memory per GPU), and
 # runs one engine replica per GPU (`rephrase --replicas`, docs/rephrase.md).
-GPUS_PARAM = "gpus_per_task"
+GPUS_PARAM = steps.REPHRASE.flag("--replicas").param or ""
 _QUANTITY = re.compile(r"^(\d+)([A-Za-z]*)$")
 
 
@@ -95,7 +96,7 @@ def per_gpu_template(requests: dict[str, str], param: str = GPUS_PARAM) -> dict[
     out = {}
     for key, value in requests.items():
         match = _QUANTITY.match(str(value))
-        out[key] = (f"{{{{ {match[1]} * params.{param} }}}}{match[2]}" if match
+        out[key] = (f"{{{{ {match[1]} * {param_expr(param)} }}}}{match[2]}" if match
                     else str(value))
     return out
 

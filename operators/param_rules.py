@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from synthfactory.contract import STYLES, engine_names, steps
+from synthfactory.contract.param_names import FORMER_PARAMS, deprecations
 from synthfactory_airflow.operators.template_folder import template_ids
 
 # every step's rules: a rule names the fields it reads, and the trigger's Params hold
@@ -31,7 +32,7 @@ def problems(params: Mapping[str, Any], conf: Mapping[str, Any],
     the steps whose rules apply (the steps table's, synthfactory/contract/steps.py)."""
     known = sorted(known)
     found: list[str] = []
-    for key in sorted(set(conf) - set(known)):
+    for key in sorted(set(conf) - set(known) - set(FORMER_PARAMS)):
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         found.append(f"conf key {key!r}: not a Param of this DAG{hint}; it would be ignored")
@@ -90,6 +91,8 @@ def check_params_task(known: Iterable[str]):
         deprecated = engine_names.deprecation((params or {}).get("engine"))
         if deprecated:
             logging.getLogger(__name__).warning(deprecated)
+        for line in deprecations((dag_run.conf if dag_run else None) or {}):  # renamed Params
+            logging.getLogger(__name__).warning(line)
         found = problems(params or {}, (dag_run.conf if dag_run else None) or {}, names)
         found += deployment_problems(params or {})
         if found:

@@ -129,7 +129,7 @@ def rayjob_manifest(*, name: str, namespace: str, image: str, entrypoint: list[s
 def rayjob_wave_template(workers: str) -> list[dict]:
     """What the capacity sensor must place at one moment, the head and every worker, as
     templates it renders for the run: ``workers`` is the plan's group count, each worker
-    asks ``gpus_per_task`` GPUs."""
+    asks ``replicas`` GPUs (one per engine replica)."""
     return [
         {"pool": "cpu", "count": 1, "requests": dict(HEAD_REQUESTS),
          "node_selector": dict(CPU_POLICY.node_selector)},

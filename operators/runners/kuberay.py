@@ -8,7 +8,11 @@ from datetime import timedelta
 from typing import Any
 
 from synthfactory.contract import steps
+from synthfactory.contract.param_names import param_expr
 from synthfactory_airflow.operators.runners.kubernetes import KubernetesRunner
+
+# engine replicas per rephrase task, one GPU each: a RayJob worker asks that many GPUs
+REPLICAS = param_expr(steps.REPHRASE.flag("--replicas").param or "")
 
 
 def validate_argv(group: dict) -> list[str]:
@@ -31,7 +35,7 @@ class KubeRayRunner(KubernetesRunner):
         rephrase_wave = RayJobWaveOperator(
             task_id="rephrase_wave", kubernetes_conn_id=settings.kubernetes_conn_for("gpu"),
             namespace=settings.namespace, image=settings.worker_image, workers=groups,
-            gpus_per_worker="{{ params.gpus_per_task }}", secret_name=settings.secret_name,
+            gpus_per_worker="{{ " + REPLICAS + " }}", secret_name=settings.secret_name,
             kueue_queue=settings.kueue_queue, priority_class=settings.priority_class,
             retries=3, retry_delay=timedelta(minutes=1), retry_exponential_backoff=True,
             pool=settings.gpu_pool)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from synthfactory.contract import default_catalog_uri, engine_names
+from synthfactory.contract import default_catalog_uri, engine_names, steps
+from synthfactory.contract.param_names import param_expr
 from synthfactory_airflow.operators.runners.base import Runner
 
 
@@ -55,8 +56,9 @@ class LocalRunner(Runner):
 
     def wave(self, groups: str) -> list[dict[str, Any]]:
         # One worker process of a kind at a time on one machine: what it needs here (vLLM
-        # CPU peaks near 4 GB), one core per engine replica (`gpus_per_task` on the CPU build).
+        # CPU peaks near 4 GB), one core per engine replica (`replicas` on the CPU build).
+        replicas = param_expr(steps.REPHRASE.flag("--replicas").param or "")
         return [{"pool": "gpu", "count": "1",
-                 "requests": {"cpu": "{{ params.gpus_per_task }}",
-                              "memory": "{{ 4 * params.gpus_per_task }}Gi"}},
+                 "requests": {"cpu": "{{ " + replicas + " }}",
+                              "memory": "{{ 4 * " + replicas + " }}Gi"}},
                 {"pool": "cpu", "count": "1", "requests": {"cpu": "1", "memory": "1Gi"}}]

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from synthfactory.contract.param_names import param_expr
+
 # What a flag names, for lineage: the run folder, a prompt shard in one ({run}/prompts/
 # shard-N.parquet), a dataset read or written outside the run folder, the Iceberg table
 # and the catalog it is in.
@@ -59,7 +61,7 @@ class Flag:
         """What the DAG renders for the flag's value, or None when the DAG sends nothing."""
         if self.value is not None:
             return self.value
-        return "{{ params." + self.param + " }}" if self.param else None
+        return "{{ " + param_expr(self.param) + " }}" if self.param else None
 
 
 @dataclass(frozen=True)

@@ -242,7 +242,7 @@ REPHRASE = Step(
         # 0 would never submit a request and spin forever, hence positive_int
         Flag("--max-in-flight", type=positive_int, default=256,
              help="requests queued in the engine at once"),
-        Flag("--replicas", type=positive_int, default=1, param="gpus_per_task",
+        Flag("--replicas", type=positive_int, default=1, param="replicas",
              help="engine replicas (Ray actors) pulling this task's shards; 1 without "
                   "--ray-address runs in this process, without Ray"),
         Flag("--gpus-per-replica", type=non_negative_float,

@@ -41,7 +41,7 @@ PARAMS = {  # per DAG: (what a trigger must give, a non-default set a user could
         "spark_master": "k8s://https://kubernetes.default.svc", "spark_partitions": 64,
         "spark_executors": 8, "spark_executor_cores": 4, "spark_executor_memory": "8g",
         "max_new_tokens": 512, "max_model_len": 4096, "temperature": 0.0,
-        "checkpoint_rows": 256, "gpus_per_task": 4, "max_shard_groups": 3,
+        "checkpoint_rows": 256, "replicas": 4, "max_shard_groups": 3,
         "model": "s3://models/Qwen2.5-7B-Instruct",
         "engine_args": {"max_num_seqs": 64, "enable_prefix_caching": True},
         "catalog_uri": "", "catalog_conn_id": "pg_catalog",

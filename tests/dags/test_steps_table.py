@@ -46,7 +46,7 @@ NON_DEFAULT = {
         "write_card": (False, None), "license": ("cc-by-4.0", None),
         "export_url": ("s3://exports/rephrased", None), "hub_repo_id": ("team/synth", None),
         "hub_conn_id": ("hf_team", None),
-        "gpus_per_task": (4, "4"), "max_shard_groups": (11, "11"),
+        "replicas": (4, "4"), "max_shard_groups": (11, "11"),
         "model": ("s3://models/Qwen2.5-7B-Instruct", None),
         "engine_args": ({"max_num_seqs": 64}, json.dumps({"max_num_seqs": 64})),
         "engine": ("endpoint", None),

@@ -28,7 +28,7 @@ CANARY = "canary-7d2f19"
 def _context(task, map_index: int = 1) -> dict:
     ti = SimpleNamespace(dag_id=task.dag_id, task_id=task.task_id, map_index=map_index,
                          run_id=RUN_ID, try_number=2, xcom_pull=lambda task_ids: [])
-    return {"ti": ti, "run_id": RUN_ID, "dag": task.dag, "params": {"gpus_per_task": 1}}
+    return {"ti": ti, "run_id": RUN_ID, "dag": task.dag, "params": {"replicas": 1}}
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,7 @@ def test_the_dag_in_kuberay_mode_builds_a_valid_two_node_wave(schema, tmp_path):
     operator = copy.copy(dag.get_task("rephrase_wave"))
     sensor = copy.copy(dag.get_task("wait_for_capacity"))
     ti = SimpleNamespace(dag_id=dag.dag_id, try_number=1, xcom_pull=lambda task_ids: PLAN)
-    context = {"ti": ti, "run_id": "scheduled__1", "params": {**dag.params, "gpus_per_task": 8}}
+    context = {"ti": ti, "run_id": "scheduled__1", "params": {**dag.params, "replicas": 8}}
     operator.render_template_fields(context)
     sensor.render_template_fields(context)
     manifest = operator.build_manifest(context)
