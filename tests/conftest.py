@@ -15,7 +15,7 @@ import pytest
 # Shared fixtures and hooks (tests/support/); pytest honours pytest_plugins only here.
 pytest_plugins = ["tests.support.git_clean", "tests.support.moto", "tests.support.dag_run",
                   "tests.support.scheduler", "tests.support.celery_deployment",
-                  "tests.support.heavy_guard",
+                  "tests.support.heavy_guard", "tests.support.session_teardown",
                   "pytester"]
 
 CI_VALUES = {"1", "true", "yes"}
