@@ -21,7 +21,7 @@ from kubernetes.client import models as k8s
 
 from synthfactory.contract import RESULT_FILE_ENV, steps
 from synthfactory.contract.names import METRICS_PORT_ENV
-from synthfactory.contract.param_names import param_expr
+from synthfactory.contract.param_names import param_expr, param_value
 from synthfactory_airflow.operators.exit_codes import fail_without_retry_on
 from synthfactory_airflow.operators.kube_client import kubernetes_hook
 from synthfactory_airflow.operators.kueue import POD_GROUP_LABEL, kueue_pod_kwargs, pod_group_name
@@ -124,7 +124,7 @@ class SynthfactoryPodOperator(StepLineageMixin, KubernetesPodOperator):
     def build_pod_request_obj(self, context: Any = None, **kwargs: Any) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, **kwargs)
         if self.gpus_param and context:
-            gpus = int(context["params"].get(self.gpus_param, 1))
+            gpus = int(param_value(context["params"], self.gpus_param, 1))
             for container in pod.spec.containers:
                 if container.name == self.base_container_name and container.resources:
                     base = container.resources  # may be the operator's own object: not mutated

@@ -23,6 +23,15 @@ def param_expr(name: str) -> str:
     return expr
 
 
+def param_value(params: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """Param ``name``'s value in a run's ``params``, read in Python as ``param_expr`` reads
+    it in a template: an old key the conf sent wins."""
+    for old, new in FORMER_PARAMS.items():
+        if new == name and old in params:
+            return params[old]
+    return params.get(name, default)
+
+
 def deprecations(conf: Mapping[str, Any]) -> list[str]:
     """One line per old key the conf sends."""
     return [f"conf key {old!r} is deprecated, use {new!r}"

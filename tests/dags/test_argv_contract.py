@@ -201,10 +201,10 @@ def test_every_argv_parses_with_the_engines_own_argparse(engine, dags, mode):
     # a rephrase option passed on by plan_shards fails in the argv that plan builds
     ("local", "--checkpoint-rows", "--checkpoint-rowz",
      "shard.rephrase[0]: synthfactory rephrase: error: unrecognized arguments: "
-     "--checkpoint-rowz 16"),
+     "--checkpoint-rowz 64"),  # the form's default: the table's
     ("kuberay", "--checkpoint-rows", "--checkpoint-rowz",
      "rephrase_wave: synthfactory rephrase: error: unrecognized arguments: "
-     "--checkpoint-rowz 16"),
+     "--checkpoint-rowz 64"),  # the form's default: the table's
 ], ids=["stitch", "through-plan", "kuberay-entrypoint"])
 def test_a_misspelled_flag_fails_naming_the_task_and_the_flag(engine, dags, mode, flag, typo,
                                                                 failing):

@@ -1,5 +1,6 @@
-"""One name per concept (docs/adr/0137): a run folder is ``--run``, the price of a
-device-hour ``--gpu-hour-usd``, the OpenAI-compatible engine ``--engine endpoint``.
+"""One name per concept (docs/adr/0137, 0151): a run folder is ``--run``, the price of a
+device-hour ``--gpu-hour-usd``, the OpenAI-compatible engine ``--engine endpoint``,
+botocore's attempts per S3 request ``crawl --request-attempts``.
 
 Each former spelling still parses to the same value and prints exactly one deprecation
 line; ``--help`` shows none of them; and every option of every subcommand whose value is
@@ -32,6 +33,9 @@ FORMER = [
     ("report", ["--run", RUN], "--gpu-hour-price", "--gpu-hour-usd", "3.5", "gpu_hour_usd",
      3.5),
     ("sweep", SWEEP, "--gpu-hour-cost", "--gpu-hour-usd", "3.5", "gpu_hour_usd", 3.5),
+    # --max-attempts is rephrase's attempts per row; crawl's was botocore's (issue 51)
+    ("crawl", ["--source", "file:///seeds", "--out", f"{RUN}/manifest"], "--max-attempts",
+     "--request-attempts", "4", "request_attempts", 4),
 ]
 # every run folder a subcommand reads or writes, named by the option --run
 RUN_FOLDER_COMMANDS = ("stitch", "plan", "rephrase", "validate", "join", "register",
