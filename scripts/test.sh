@@ -32,23 +32,6 @@ airflow_tests() {
       tests/integration/kubernetes -q -p no:cacheprovider --durations=15 "$@"
 }
 
-# Side by side, each session's vLLM engines get their own half of the cores (docs/adr/0152):
-# vLLM's CPU engine runs one OpenMP thread per core it is bound to ("auto": every core), and
-# two engines bound to the same cores (one per session) wait at every barrier for a thread
-# the other has descheduled. Measured here: two single-stream engines at once made 2.4
-# tokens/s each on both cores, 6.2 each on a core of their own. A value already set wins.
-cores_of() {  # "A" or "A-B": the first or the second half of this machine's cores
-  local n half
-  n=$(nproc); half=$((n / 2))
-  if [ "$1" = first ]; then set -- 0 $((half - 1)); else set -- "$half" $((n - 1)); fi
-  if [ "$1" = "$2" ]; then echo "$1"; else echo "$1-$2"; fi
-}
-airflow_bind="${VLLM_CPU_OMP_THREADS_BIND:-}" engine_bind="${VLLM_CPU_OMP_THREADS_BIND:-}"
-if [ -z "${VLLM_CPU_OMP_THREADS_BIND:-}" ] && [ -z "${SYNTHFACTORY_TESTS_ONE_AT_A_TIME:-}" ] \
-    && [ "$(nproc)" -ge 2 ]; then
-  airflow_bind=$(cores_of first) engine_bind=$(cores_of second)
-fi
-
 engine_rc=0
 if [ -n "${SYNTHFACTORY_SKIP_ENGINE_TESTS:-}" ]; then
   :
@@ -63,8 +46,7 @@ else
   engine_log=var/test-results/engine-tests.log
   echo "== $ENGINE: started beside the Airflow tests, output in $engine_log"
   started=$SECONDS
-  (rc=0; [ -z "$engine_bind" ] || export VLLM_CPU_OMP_THREADS_BIND="$engine_bind"
-   engine_tests "$@" >"$engine_log" 2>&1 || rc=$?
+  (rc=0; engine_tests "$@" >"$engine_log" 2>&1 || rc=$?
    echo "engine tests took $((SECONDS - started)) s" >>"$engine_log"
    echo "$((SECONDS - started))" >"$engine_log.seconds"; exit "$rc") &
   engine_pid=$!
@@ -74,7 +56,6 @@ echo "== Airflow tests (.venv: DAG parsing, operators, sensors, a whole DAG run;
 echo "   runner against real control planes and node agents, marker kubernetes_e2e)"
 airflow_rc=0
 airflow_started=$SECONDS
-[ -z "$airflow_bind" ] || export VLLM_CPU_OMP_THREADS_BIND="$airflow_bind"
 airflow_tests "$@" || airflow_rc=$?
 airflow_seconds=$((SECONDS - airflow_started))
 

@@ -57,9 +57,7 @@ class VllmServer:
         space = cpu_kv_space(default_dtype(cpu_hardware())[0], str(self.model),
                              self.max_model_len)[0]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": str(space or 1),
-               # the session's share of the cores where scripts/test.sh set one (ADR 0152)
-               "VLLM_CPU_OMP_THREADS_BIND": self.cores or os.environ.get(
-                   "VLLM_CPU_OMP_THREADS_BIND") or f"{cores[0]}-{cores[-1]}"}
+               "VLLM_CPU_OMP_THREADS_BIND": self.cores or f"{cores[0]}-{cores[-1]}"}
         env.pop("VLLM_API_KEY", None)
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
