@@ -16,20 +16,13 @@ class Recipe(Protocol):
     """What an entry reads of ``engine_spec.EngineSpec``: stated here so that the registry
     needs nothing of the spec's module, which imports the registry (its ``build``)."""
 
-    @property
-    def model(self) -> str: ...
-    @property
-    def engine_args(self) -> dict: ...
-    @property
-    def tuned(self) -> dict | None: ...
-    @property
-    def sampling(self) -> dict: ...
-    @property
-    def max_in_flight(self) -> int: ...
-    @property
-    def window(self) -> int | None: ...
-    @property
-    def settings(self) -> object | None: ...
+    model: str
+    engine_args: dict
+    tuned: dict | None
+    sampling: dict
+    max_in_flight: int
+    window: int | None
+    settings: object | None
 
 
 SpecT = TypeVar("SpecT", bound=Recipe)
