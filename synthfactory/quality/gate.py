@@ -275,3 +275,21 @@ def score_columns(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> dict[str,
 
 
 SCORE_COLUMNS = (*grounding.SCORE_NAMES, "source_words", "output_words")
+
+
+# Made up, in English, with a name, a number and two sentences each: enough for every
+# check the gate runs on a row of prose to load what it loads on first use.
+_WARM_SOURCE = ("The Rhine flows for 1,230 kilometres from the Swiss Alps to the North Sea. "
+                "Basel, Cologne and Rotterdam stand on its banks.")
+_WARM_OUTPUT = ("From the Swiss Alps the Rhine runs 1,230 kilometres to the North Sea. "
+                "Its banks hold Basel, Cologne and Rotterdam.")
+
+
+def warm() -> None:
+    """Load what the gate loads on first use (py3langid's model, the stemmer, wordfreq's
+    lists, the sentence splitter, pandas under them) by judging one made-up row: a Ray
+    replica started during a run does this before it says it is ready, so its first
+    shard is judged as fast as its tenth (on two loaded cores the first shard took
+    21.8 s against 3.7 s for the next)."""
+    gate = Gate()
+    gate.assess([gate.row(_WARM_SOURCE, _WARM_OUTPUT, "stop", None)])

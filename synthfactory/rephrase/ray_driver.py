@@ -178,8 +178,9 @@ class Driver:
         if index >= self.pool.replicas and index not in {
                 p["replica"] for p in self.replacement_processes}:
             self.replacement_processes.append(
-                {k: v for k, v in info.items() if k != "engine_start_s"})
-        self._event("ready", index, engine_start_s=info["engine_start_s"])
+                {k: v for k, v in info.items() if k not in ("engine_start_s", "warm_s")})
+        self._event("ready", index, engine_start_s=info["engine_start_s"],
+                    warm_s=info.get("warm_s"))
         self.idle.append(index)
 
     def give_up(self, index: int, exc: BaseException) -> None:

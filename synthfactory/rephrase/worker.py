@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -260,6 +261,24 @@ def _summary(commit: dict) -> dict:
         "replayed_rows": replay.get("rows", 0), "replayed_tokens": replay.get("tokens", 0)} | {
         k: timings.get(k) for k in ("wall_s", "startup_s", "generation_s",
                                     "generating_fraction")}
+
+
+def warm() -> None:
+    """Load what a shard's first rows load and its tenth do not: a Parquet round trip
+    (pyarrow's datasets and pandas, ~360 modules) and the gate's first row (its models
+    and word lists, quality/gate.warm). About 1 s on an idle machine and 20-30 s on two
+    loaded cores (measured), which a replica started during a run spends before it says
+    it is ready, not inside its first shard while the others wait on it."""
+    import pyarrow as pa
+
+    from synthfactory.quality import gate
+    from synthfactory.stitch import templates  # noqa: F401  the gate reads its templates
+
+    with tempfile.TemporaryDirectory(prefix="synthfactory-warm-") as folder:
+        url = f"file://{folder}/warm.parquet"
+        storage.write_table(pa.table({"id": ["warm"]}), url)
+        storage.read_table(url)
+    gate.warm()
 
 
 def _now() -> str:
