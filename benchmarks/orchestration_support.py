@@ -502,7 +502,7 @@ def plan_value(tmp: Path, shards: int, groups: int, run_url_len: int,
         del options[at:at + 2]
     (run / "prompts" / "shards.json").write_text(json.dumps(
         {"shards": entries, **({"max_model_len": window} if window else {})}))
-    out = subprocess.run([str(WORKER), "plan", "--run", f"file://{run}", "--max-groups",
+    out = subprocess.run([str(WORKER), "plan", "--run", f"file://{run}", "--max-shard-groups",
                           str(groups), "--", *options],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])

@@ -64,7 +64,7 @@ params = {
     "sample_rows": Param(32, type="integer", minimum=1, maximum=100000,
                          description="prompt rows measured per configuration"),
     "max_new_tokens": Param(128, type="integer", minimum=1, maximum=8192),
-    "gpu_hour_cost": Param(2.5, type="number", minimum=0,
+    "gpu_hour_usd": Param(2.5, type="number", minimum=0,
                            description="price of one GPU-hour, for cost per billion tokens"),
     "safety_margin": Param(0.1, type="number", minimum=0, exclusiveMaximum=1,
                            description="fraction the winner's batch and memory knobs back off"),

@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> list[PlanGroup]:
     if args.benchmarks:
         decontaminate.check_files(args.benchmarks,
                                   decontaminate.named_columns(args.benchmark_columns))
-    groups = group_shards(shards, map_limit(args.max_groups, args.max_map_length, len(shards)))
+    limit = map_limit(args.max_shard_groups, args.max_map_length, len(shards))
+    groups = group_shards(shards, limit)
     planned: list[PlanGroup] = []
     for group in groups:
         urls = [s["url"] for s in group]

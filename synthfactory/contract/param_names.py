@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # old conf key -> the Param that replaced it
-FORMER_PARAMS: dict[str, str] = {"gpus_per_task": "replicas"}
+FORMER_PARAMS: dict[str, str] = {"gpus_per_task": "replicas", "gpu_hour_cost": "gpu_hour_usd"}
 
 
 def param_expr(name: str) -> str:

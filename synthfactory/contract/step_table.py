@@ -294,7 +294,9 @@ PLAN = Step(
     "plan", "group shards for the rephrase wave and size the wave", "synthfactory.plan", CPU,
     reads=(paths.PROMPTS,), passes_on="rephrase", flags=(
         Flag("--run", required=True, role=RUN, help="run URL (reads prompts/shards.json)"),
-        Flag("--max-groups", type=positive_int, required=True, param="max_shard_groups",
+        # the Param's name (issue 51); the old spelling stays a hidden alias
+        Flag("--max-shard-groups", type=positive_int, required=True, param="max_shard_groups",
+             aliases=("--max-groups",),
              help="at most this many rephrase tasks"),
         # the deployment's, not a Param: the DAG reads [core] max_map_length where it is
         # parsed and passes it (fixed); Airflow refuses a run that maps more
@@ -442,7 +444,7 @@ SWEEP = Step(
                   "or a {param: [values]} product"),
         Flag("--out", required=True, role=OUTPUT,
              help="sweep folder URL (results, PNG, winner)"),
-        Flag("--gpu-hour-usd", type=price, aliases=("--gpu-hour-cost",), param="gpu_hour_cost",
+        Flag("--gpu-hour-usd", type=price, aliases=("--gpu-hour-cost",), param="gpu_hour_usd",
              help="USD per device-hour, for cost per billion output tokens"),
         Flag("--sample-rows", type=positive_int, default=32, param="sample_rows",
              help="prompt rows measured per trial (spread over the shard)"),

@@ -61,7 +61,7 @@ def estimate(i: Inputs) -> dict:
     groups = largest = 0
     wall_s = 0.0
     for size, count in Counter(split(shards, runs)).items():
-        # what `synthfactory plan --max-groups busy` makes of a run of equal shards
+        # what `synthfactory plan --max-shard-groups busy` makes of a run of equal shards
         sizes = [len(g) for g in group_shards([{"tokens": 1}] * size, busy)]
         groups += len(sizes) * count
         largest = max(largest, len(sizes))

@@ -49,7 +49,7 @@ PARAMS = {  # per DAG: (what a trigger must give, a non-default set a user could
         "include_rejected": True}),
     "engine_sweep": ({"shard": SHARD}, {
         "shard": SHARD, "model": "/models/m", "grid": [{"max_num_seqs": 8}, {"dtype": "half"}],
-        "sample_rows": 16, "max_new_tokens": 64, "gpu_hour_cost": 3.2, "safety_margin": 0.25,
+        "sample_rows": 16, "max_new_tokens": 64, "gpu_hour_usd": 3.2, "safety_margin": 0.25,
         "apply": False, "output_root": "s3://synth/out", "sweep_name": "h200-week48"}),
 }
 NO_ARGV = {"check_params", "wait_for_capacity"}  # the only tasks that launch no engine argv

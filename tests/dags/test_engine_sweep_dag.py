@@ -41,7 +41,7 @@ def test_params_schema_accepts_both_grid_forms_and_refuses_bad_values(dagbag_for
         params.validate()
     for name, bad in [("grid", "max_num_seqs=8"), ("grid", []), ("grid", {}),
                       ("safety_margin", 1.0), ("safety_margin", -0.1), ("sample_rows", 0),
-                      ("gpu_hour_cost", -1), ("shard", ""), ("sweep_name", "a/b")]:
+                      ("gpu_hour_usd", -1), ("shard", ""), ("sweep_name", "a/b")]:
         params = ParamsDict(dag.params)
         params["shard"] = "file:///data/prompts/shard-00000.parquet"
         with pytest.raises(Exception, match=name):
@@ -61,7 +61,7 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
     task = dag.get_task("sweep_engine_args")
     params = {"shard": "s3://bucket/run/prompts/shard-00003.parquet", "model": "/models/m",
               "grid": {"max_num_seqs": [8, 16]}, "sample_rows": 16, "max_new_tokens": 64,
-              "gpu_hour_cost": 3.2, "safety_margin": 0.15, "apply": False,
+              "gpu_hour_usd": 3.2, "safety_margin": 0.15, "apply": False,
               "output_root": "s3://bucket/out", "sweep_name": "", "engine": "offline",
               "endpoint_conn_id": None}
     env = dag.get_template_env()  # Airflow's own filters (tojson) render the argv
@@ -77,6 +77,11 @@ def test_rendered_argv_is_the_sweep_command(dagbag_for):
     rendered = [env.from_string(a).render(params=named, run_id="x") for a in task.arguments]
     assert "s3://bucket/out/engine_sweep/h200-week48" in rendered
     assert rendered[-3] == "--apply"
+    # a saved conf with the Param's former name (gpu_hour_cost, issue 51) prices the same
+    former = {k: v for k, v in params.items() if k != "gpu_hour_usd"} | {
+        "gpu_hour_cost": 4.5, "gpu_hour_usd": 2.5}  # the form's default beside it
+    rendered = [env.from_string(a).render(params=former, run_id="x") for a in task.arguments]
+    assert rendered[rendered.index("--gpu-hour-usd") + 1] == "4.5"
 
 
 def test_the_endpoint_sweep_gets_its_connection_and_the_endpoint_engine(dagbag_for):

@@ -62,7 +62,7 @@ NON_DEFAULT = {
         "model": ("/models/m", None),
         "grid": ([{"max_num_seqs": 8}], json.dumps([{"max_num_seqs": 8}])),
         "sample_rows": (17, "17"), "max_new_tokens": (65, "65"),
-        "gpu_hour_cost": (3.2, "3.2"), "safety_margin": (0.25, "0.25"),
+        "gpu_hour_usd": (3.2, "3.2"), "safety_margin": (0.25, "0.25"),
         "apply": (False, None), "output_root": ("s3://synth/out-y", None),
         "engine": ("endpoint", None), "endpoint_conn_id": ("team_llm", None),
         "sweep_name": ("h200-week48", None),

@@ -83,7 +83,7 @@ def written(tmp_path_factory) -> Written:
          "--templates", "encyclopedic,qa", "--styles-per-doc", "1", "--shard-tokens", "1024",
          "--max-new-tokens", "16", "--max-model-len", "1024", "--model", str(default_model_dir()),
          "--master", "local[2]", "--partitions", "2")
-    groups = _cli(tmp, "plan", "--run", run, "--max-groups", "2", "--", "--engine", "echo")
+    groups = _cli(tmp, "plan", "--run", run, "--max-shard-groups", "2", "--", "--engine", "echo")
     folder = storage.run_folder(run)
     entries = folder.shards_plan()["shards"]
     for entry in entries:

@@ -133,18 +133,20 @@ CASES = [
          timeout=900, marks=(pytest.mark.slow,)),  # ~1.5 min alone; much more under load
     # plan
     Case("plan-entry-missing-tokens", 3,
-         ["plan", "--run", "{plan_no_tokens}", "--max-groups", "2"],
+         ["plan", "--run", "{plan_no_tokens}", "--max-shard-groups", "2"],
          ("shards.json: shards[0] (shard-00000)", "missing 'tokens'")),
-    Case("plan-entry-missing-rows", 3, ["plan", "--run", "{plan_no_rows}", "--max-groups", "2"],
+    Case("plan-entry-missing-rows", 3,
+         ["plan", "--run", "{plan_no_rows}", "--max-shard-groups", "2"],
          ("shards.json: shards[0] (shard-00000)", "missing 'rows'")),
-    Case("plan-entry-missing-url", 3, ["plan", "--run", "{plan_no_url}", "--max-groups", "2"],
+    Case("plan-entry-missing-url", 3,
+         ["plan", "--run", "{plan_no_url}", "--max-shard-groups", "2"],
          ("shards.json: shards[0] (shard-00000)", "missing 'url'")),
-    Case("plan-max-groups-0", 2, ["plan", "--run", "{run}", "--max-groups", "0"],
-         ("argument --max-groups", "must be at least 1, got 0")),
-    Case("plan-no-shards-json", 3, ["plan", "--run", "{tmp}/empty", "--max-groups", "2"],
+    Case("plan-max-groups-0", 2, ["plan", "--run", "{run}", "--max-shard-groups", "0"],
+         ("argument --max-shard-groups", "must be at least 1, got 0")),
+    Case("plan-no-shards-json", 3, ["plan", "--run", "{tmp}/empty", "--max-shard-groups", "2"],
          ("empty/prompts/shards.json", "not found")),
     Case("plan-shards-json-not-json", 3,
-         ["plan", "--run", "{plan_not_json}", "--max-groups", "2"],
+         ["plan", "--run", "{plan_not_json}", "--max-shard-groups", "2"],
          ("shards.json", "not valid JSON")),
     # estimate
     Case("estimate-gpus-0", 2,
@@ -203,7 +205,7 @@ CASES = [
          ("--engine-args", "max_model_len 1024",
           "smaller than the window the shards were cut for, 2048")),
     Case("plan-max-model-len-after-dashes", 3,
-         ["plan", "--run", "{run}", "--max-groups", "2", "--", "--max-model-len", "1024"],
+         ["plan", "--run", "{run}", "--max-shard-groups", "2", "--", "--max-model-len", "1024"],
          ("--max-model-len after --", "prompts/shards.json", "restitch")),
     # validate
     Case("validate-not-a-shard-name", 3, ["validate", "--shard", "{not_a_shard}"],
@@ -244,7 +246,7 @@ CASES = [
          timeout=30),
     # plan makes validate's check of the benchmark files' columns before the rephrase wave
     Case("plan-benchmark-named-column-missing", 3,
-         ["plan", "--run", "{run}", "--max-groups", "2", "--benchmarks",
+         ["plan", "--run", "{run}", "--max-shard-groups", "2", "--benchmarks",
           "file://{tmp}/bench-quiz", "--benchmark-columns", "prompt"],
          ("--benchmarks", "quiz.parquet", "no column 'prompt'", "(columns: question, answer)")),
     # card and export (synthfactory/export/): before any file is read or written
@@ -572,7 +574,7 @@ def exploding_plan(monkeypatch):
 
 def test_unexpected_error_is_one_line_with_a_hint(exploding_plan, capsys, monkeypatch):
     monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")  # restored after: main() may set it
-    code = cli.main(["plan", "--run", "file:///nowhere", "--max-groups", "1"])
+    code = cli.main(["plan", "--run", "file:///nowhere", "--max-shard-groups", "1"])
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback" not in err
@@ -583,7 +585,7 @@ def test_unexpected_error_is_one_line_with_a_hint(exploding_plan, capsys, monkey
 @pytest.mark.parametrize("where", ["first", "last", "env"])
 def test_debug_shows_the_traceback(exploding_plan, capsys, monkeypatch, where):
     monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")  # restored after: main() may set it
-    argv = ["plan", "--run", "file:///nowhere", "--max-groups", "1"]
+    argv = ["plan", "--run", "file:///nowhere", "--max-shard-groups", "1"]
     if where == "env":
         monkeypatch.setenv("SYNTHFACTORY_DEBUG", "1")
     else:
@@ -607,15 +609,15 @@ def test_interrupt_exits_130(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(plan, "run", run)
-    assert cli.main(["plan", "--run", "file:///nowhere", "--max-groups", "1"]) == 130
+    assert cli.main(["plan", "--run", "file:///nowhere", "--max-shard-groups", "1"]) == 130
     assert last_line(capsys.readouterr().err) == "synthfactory plan: interrupted"
 
 
 def test_bad_option_is_still_argparse_usage(capsys):
     with pytest.raises(SystemExit) as exited:
-        cli.main(["plan", "--run", "x", "--max-groups", "zero"])
+        cli.main(["plan", "--run", "x", "--max-shard-groups", "zero"])
     err = capsys.readouterr().err
     assert exited.value.code == 2
     assert err.startswith("usage: synthfactory plan")
-    assert last_line(err) == ("synthfactory plan: error: argument --max-groups: "
+    assert last_line(err) == ("synthfactory plan: error: argument --max-shard-groups: "
                               "'zero' is not an integer")

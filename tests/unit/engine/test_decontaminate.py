@@ -327,7 +327,7 @@ def test_plan_passes_the_columns_on_to_every_validate(tmp_path, capsys):
     bench.mkdir()
     pq.write_table(pa.table({"question": [MMLU_QUESTION], "choices": [[MMLU_CHOICE]]}),
                    bench / "mmlu.parquet")
-    assert cli.main(["plan", "--run", run, "--max-groups", "2", "--benchmarks",
+    assert cli.main(["plan", "--run", run, "--max-shard-groups", "2", "--benchmarks",
                      f"file://{bench}", "--benchmark-columns", " question , choices,question",
                      "--", "--engine", "echo"]) == 0
     groups = json.loads(capsys.readouterr().out.splitlines()[-1])
@@ -337,7 +337,7 @@ def test_plan_passes_the_columns_on_to_every_validate(tmp_path, capsys):
         args = cli.build_parser("validate").parse_args(group["validate"][1:])
         assert args.benchmark_columns == "question,choices"
     # unset: not passed on, and validate reads every column of text
-    assert cli.main(["plan", "--run", run, "--max-groups", "2", "--benchmarks",
+    assert cli.main(["plan", "--run", run, "--max-shard-groups", "2", "--benchmarks",
                      f"file://{bench}", "--benchmark-columns=", "--", "--engine", "echo"]) == 0
     groups = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert not any(a.startswith("--benchmark-columns") for g in groups for a in g["validate"])
@@ -350,7 +350,7 @@ def test_plan_passes_the_columns_on_to_every_validate(tmp_path, capsys):
 def _plan(tmp_path, run: str, *flags: str) -> subprocess.CompletedProcess:
     """The real ``synthfactory plan``, its summary (the groups Airflow maps the rephrase
     tasks over) also in a result file, as in a DAG run."""
-    return _command(tmp_path, "plan", "--run", run, "--max-groups", "2", *flags, "--",
+    return _command(tmp_path, "plan", "--run", run, "--max-shard-groups", "2", *flags, "--",
                     "--engine", "echo", SYNTHFACTORY_RESULT_FILE=str(tmp_path / "result.json"))
 
 

@@ -36,6 +36,8 @@ FORMER = [
     # --max-attempts is rephrase's attempts per row; crawl's was botocore's (issue 51)
     ("crawl", ["--source", "file:///seeds", "--out", f"{RUN}/manifest"], "--max-attempts",
      "--request-attempts", "4", "request_attempts", 4),
+    # the name of the Param that feeds it (issue 51)
+    ("plan", ["--run", RUN], "--max-groups", "--max-shard-groups", "3", "max_shard_groups", 3),
 ]
 # every run folder a subcommand reads or writes, named by the option --run
 RUN_FOLDER_COMMANDS = ("stitch", "plan", "rephrase", "validate", "join", "register",
@@ -171,3 +173,23 @@ def test_every_price_of_a_device_hour_is_gpu_hour_usd():
                      for o in a.option_strings if o.startswith("--gpu-hour")})
     assert prices == [("estimate", "--gpu-hour-usd"), ("report", "--gpu-hour-usd"),
                       ("sweep", "--gpu-hour-usd")]
+
+
+# A Param whose name is not its flag's, each with why (issue 51: otherwise a Param has the
+# name of the flag it feeds, or that name after what it configures: spark_master feeds
+# stitch's --master, smoke_steps smoke's --steps, in a form that holds every step's knobs)
+PARAM_NOT_FLAG = {
+    ("export", "--out"): "export_url: every step's output option is --out; the form has one "
+                         "export, and its value is a URL",
+    ("export", "--hub-repo"): "hub_repo_id: the Hub's own word for it (repo_id)",
+}
+
+
+def test_a_param_has_the_name_of_the_flag_it_feeds():
+    from synthfactory.contract import step_table
+
+    differ = {(step.name, flag.name): flag.param
+              for step in step_table.STEPS.values() for flag in step.flags
+              if flag.param and flag.param != flag.dest
+              and not flag.param.endswith("_" + flag.dest)}
+    assert differ.keys() == PARAM_NOT_FLAG.keys(), differ

@@ -41,7 +41,7 @@ def _planned(tmp_path, shards_json: dict, *options: str) -> list[dict]:
     entries = [{"name": f"shard-0000{i}", "url": f"{run}/prompts/shard-0000{i}.parquet",
                 "rows": 4, "tokens": 1000} for i in range(3)]
     storage.write_json(f"{run}/prompts/shards.json", {"shards": entries, **shards_json})
-    args = cli.build_parser("plan").parse_args(["--run", run, "--max-groups", "2", "--",
+    args = cli.build_parser("plan").parse_args(["--run", run, "--max-shard-groups", "2", "--",
                                                 "--engine", "echo", *options])
     return plan.run(args)
 

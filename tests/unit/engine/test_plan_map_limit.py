@@ -28,7 +28,7 @@ def _every_shard_once(groups: list[dict], shards: int) -> None:
 
 def test_groups_at_the_limit_are_mapped_as_asked_without_a_word(tmp_path, capsys, caplog):
     with caplog.at_level(logging.WARNING):
-        groups = _plan(tmp_path, capsys, 8, "--max-groups", "8", "--max-map-length", "8")
+        groups = _plan(tmp_path, capsys, 8, "--max-shard-groups", "8", "--max-map-length", "8")
     assert len(groups) == 8
     _every_shard_once(groups, 8)
     assert "max_map_length" not in caplog.text
@@ -36,7 +36,7 @@ def test_groups_at_the_limit_are_mapped_as_asked_without_a_word(tmp_path, capsys
 
 def test_one_group_over_the_limit_is_merged_and_said_in_one_line(tmp_path, capsys, caplog):
     with caplog.at_level(logging.WARNING):
-        groups = _plan(tmp_path, capsys, 9, "--max-groups", "9", "--max-map-length", "8")
+        groups = _plan(tmp_path, capsys, 9, "--max-shard-groups", "9", "--max-map-length", "8")
     assert len(groups) == 8
     _every_shard_once(groups, 9)
     said = [r.getMessage() for r in caplog.records if "max_map_length" in r.getMessage()]
@@ -46,12 +46,12 @@ def test_one_group_over_the_limit_is_merged_and_said_in_one_line(tmp_path, capsy
 def test_fewer_shards_than_the_limit_need_no_merge_whatever_max_groups_says(tmp_path, capsys,
                                                                             caplog):
     with caplog.at_level(logging.WARNING):
-        groups = _plan(tmp_path, capsys, 3, "--max-groups", "5000", "--max-map-length", "4")
+        groups = _plan(tmp_path, capsys, 3, "--max-shard-groups", "5000", "--max-map-length", "4")
     assert len(groups) == 3
     assert "max_map_length" not in caplog.text
 
 
 def test_thousands_of_shards_stay_under_the_default_limit(tmp_path, capsys):
-    groups = _plan(tmp_path, capsys, 3000, "--max-groups", "4000", "--max-map-length", "1024")
+    groups = _plan(tmp_path, capsys, 3000, "--max-shard-groups", "4000", "--max-map-length", "1024")
     assert len(groups) == 1024
     _every_shard_once(groups, 3000)

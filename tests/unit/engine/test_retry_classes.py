@@ -34,7 +34,7 @@ def test_the_cli_exits_1_only_for_a_retryable_error(monkeypatch, capsys, error, 
 
     monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")  # restored after: main() may set it
     monkeypatch.setattr(plan, "run", _raise(error))
-    assert cli.main(["plan", "--run", "file:///nowhere", "--max-groups", "1"]) == code
+    assert cli.main(["plan", "--run", "file:///nowhere", "--max-shard-groups", "1"]) == code
     assert capsys.readouterr().err.strip().endswith(f"error: {error}")
 
 
