@@ -195,6 +195,52 @@ def test_a_params_default_is_the_default_of_the_flag_it_feeds(dags):
     assert _different_defaults(dags) == []
 
 
+def _probes(schema: dict) -> list:
+    """Numbers at and around a Param's bounds, and at the flag types' own edges."""
+    edges = [-1, 0, 0.5, 1, 2, 8192, 8193]
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if key in schema:
+            edges += [schema[key] - 1, schema[key], schema[key] + 1]
+    return sorted(set(edges))
+
+
+def _looser_bounds(dags) -> list[str]:
+    """A Param value the form accepts and the flag it feeds refuses: the run would start
+    and fail at that step, minutes later, instead of at the form."""
+    from airflow.sdk.definitions.param import Param
+
+    found = []
+    for dag_id, dag in sorted(dags.items()):
+        for step in steps.STEPS.values():
+            for flag in step.flags:
+                if not flag.param or flag.param not in dag.params or flag.type is None:
+                    continue
+                schema = dag.params.get_param(flag.param).schema
+                kinds = schema.get("type")
+                kinds = kinds if isinstance(kinds, list) else [kinds]
+                if not {"integer", "number"} & set(kinds):
+                    continue
+                for value in _probes(schema):
+                    if "number" not in kinds and not float(value).is_integer():
+                        continue
+                    value = int(value) if float(value).is_integer() else value
+                    try:
+                        Param(value, **schema).resolve()
+                    except Exception:  # noqa: BLE001  the form refuses it: fine
+                        continue
+                    try:
+                        flag.type(_flag_text(flag, value))
+                    except Exception as exc:  # noqa: BLE001  argparse's type error
+                        found.append(f"{dag_id} Param {flag.param}={value!r} is accepted; "
+                                     f"{step.name} {flag.name} refuses it ({exc})")
+    return found
+
+
+def test_a_param_accepts_no_value_its_flag_refuses(dags):
+    """Seen failing with smoke_steps' minimum 1 made 0: smoke's --steps refuses 0."""
+    assert _looser_bounds(dags) == []
+
+
 def test_the_check_sees_a_param_the_table_loses(monkeypatch):
     """The break: smoke's --steps no longer takes smoke_steps (a literal 10 instead), the
     DAG parsed again: the Param's value reaches no argv, and the check says so."""
