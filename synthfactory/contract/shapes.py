@@ -67,6 +67,10 @@ class ShardsJson(TypedDict):
     # the folder's format (contract/run_format.py RUN_FORMAT); a folder of an older engine
     # has none, and its readers tell its format from what its files lack
     run_format: int
+    # what the prompts were made from, as one hash (stitch/inputs.py): a stitch from the
+    # same inputs has nothing to do. Absent from folders of older engines (and from a
+    # benchmark's own stitch), which are then stitched again
+    inputs: NotRequired[str]
 
 
 # -- generated/{shard}/_COMMITTED.json (rephrase) --------------------------------------

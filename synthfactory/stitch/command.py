@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import time
 
@@ -11,6 +12,7 @@ from synthfactory.contract import steps
 from synthfactory.errors import PermanentError, RetryableError, SynthfactoryError
 from synthfactory.layout import RunLayout
 from synthfactory.model import default_model_dir
+from synthfactory.stitch.inputs import fingerprint, manifest_entries
 from synthfactory.stitch.job import StitchConfig, stitch
 from synthfactory.stitch.reader import check_first_file
 from synthfactory.stitch.routing import load_routing
@@ -85,8 +87,15 @@ def run(args: argparse.Namespace) -> dict:
         partitions=args.partitions,
     )
     check_master(args.master)
-    tokenizer_json(cfg.model_dir)  # a missing tokenizer fails here, not after Spark starts
     started = time.monotonic()
+    # a missing tokenizer fails here, not after Spark starts
+    cfg = dataclasses.replace(cfg, inputs=fingerprint(
+        cfg, manifest_entries(args.manifest), tokenizer_json(cfg.model_dir)))
+    done = _stitched(cfg)
+    if done is not None:
+        log.info("%s is stitched from these inputs (%s): nothing to do",
+                 cfg.run.shards_json, cfg.inputs)
+        return {**_summary(cfg, done, started), "status": "already stitched"}
     conf = session_conf(args.master, args.executors, args.executor_cores, args.executor_memory)
     try:
         spark = spark_session(args.master, conf=conf)
@@ -106,6 +115,22 @@ def run(args: argparse.Namespace) -> dict:
         spark.stop()
     log.info("stitched %d rows into %d shards (%d quarantined)",
              plan["prompt_rows"], len(plan["shards"]), plan["quarantined"])
+    return {**_summary(cfg, plan, started), "status": "stitched"}
+
+
+def _stitched(cfg: StitchConfig) -> dict | None:
+    """The run's shards.json when it was written from ``cfg.inputs``, else None (none
+    yet, another stitch's, one from before the inputs were recorded, or unreadable: then
+    it is stitched again, as before)."""
+    try:
+        done = storage.read_json_or_none(cfg.run.shards_json)
+    except (SynthfactoryError, ValueError) as exc:
+        log.warning("%s: unreadable (%s); stitching again", cfg.run.shards_json, exc)
+        return None
+    return done if isinstance(done, dict) and done.get("inputs") == cfg.inputs else None
+
+
+def _summary(cfg: StitchConfig, plan: dict, started: float) -> dict:
     return {
         "run": cfg.run.run_url, "shards_json": cfg.run.shards_json,
         "shards": len(plan["shards"]), "rows_in": plan["rows_in"],

@@ -37,3 +37,6 @@ class StitchConfig:
     # benchmarks/stitch_chunks.py (what chunking costs a corpus that needs none); not a CLI
     # option.
     chunking: bool = True
+    # what the prompts are made from, as one hash (stitch/inputs.py), written into
+    # shards.json; None: not recorded (a benchmark's own config), so never skipped
+    inputs: str | None = None

@@ -284,6 +284,8 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
         "files": len(cfg.files),
         "run_format": RUN_FORMAT,  # what the folder's readers upgrade from (run_format.py)
     }
+    if cfg.inputs is not None:  # a stitch from the same inputs finds it and has nothing to do
+        plan["inputs"] = cfg.inputs
     pause_point("stitch:before-shards-json")
     storage.write_json(cfg.run.shards_json, plan)
     for frame in (rows, selected, chunked, ordered, with_shard):

@@ -238,3 +238,55 @@ def test_auto_budgets_follow_each_source_and_template(spark, corpus, tmp_path):
     assert [k for k in plan["quarantine_reasons"] if "context window" in k] == [
         k for k in plan["quarantine_reasons"] if k.startswith("no split fits")]
     assert any(k.startswith("no split fits") for k in plan["quarantine_reasons"])
+
+
+def test_a_stitch_from_the_same_inputs_starts_no_spark_and_another_restitches(corpus, tmp_path):
+    """A DAG run triggered again after a later step failed stitches its day once: the
+    second stitch from the same manifest, templates and options finds shards.json
+    written from them and answers without Spark (here it could not start one: no Java
+    and no bash on its PATH);
+    --partitions, how the work is spread, changes nothing; a seed file whose ETag changed
+    (a corrected partition) stitches again.
+
+    Seen failing with the check in stitch/command.py taken out: the second stitch tried
+    to start Spark with neither Java nor bash on its PATH, and failed."""
+    manifest = tmp_path / "manifest"
+    manifest.mkdir()
+    files = [f"file://{corpus}/{n}" for n in ("a_good.parquet", "b_bad.parquet")]
+
+    def write_manifest(etag: str) -> None:
+        pq.write_table(pa.table({"key": files, "size": [1, 2], "etag": [etag, "b"]}),
+                       manifest / "part-00000.parquet")
+
+    run = f"file://{tmp_path}/run"
+    cli = [sys.executable, "-m", "synthfactory.cli", "stitch", "--manifest",
+           f"file://{manifest}", "--run", run, "--templates", "qa", "--shard-tokens", "4096",
+           "--max-new-tokens", "64", "--master", "local[1]"]
+
+    def stitch_cli(*extra: str, java: bool = True) -> dict:
+        import os
+
+        env = dict(os.environ) if java else {
+            **os.environ, "JAVA_HOME": str(tmp_path / "no-java"),
+            "PATH": ":".join(p for p in os.environ["PATH"].split(":")
+                             if not (os.path.exists(f"{p}/java")))}
+        done = subprocess.run([*cli, *extra], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    write_manifest("a")
+    first = stitch_cli()
+    shards_json = tmp_path / "run" / "prompts" / "shards.json"
+    written = shards_json.read_bytes()
+    assert first["status"] == "stitched" and json.loads(written)["inputs"].startswith("sha256:")
+
+    again = stitch_cli("--partitions", "3", java=False)
+    assert again["status"] == "already stitched"
+    assert {k: v for k, v in again.items() if k != "seconds"} == {
+        **{k: v for k, v in first.items() if k != "seconds"}, "status": "already stitched"}
+    assert shards_json.read_bytes() == written  # nothing rewritten
+
+    write_manifest("a-corrected")  # what else changes a row: test_stitch_inputs.py
+    assert stitch_cli()["status"] == "stitched"
+    assert stitch_cli(java=False)["status"] == "already stitched"
