@@ -119,15 +119,26 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _stitched(cfg: StitchConfig) -> dict | None:
-    """The run's shards.json when it was written from ``cfg.inputs``, else None (none
-    yet, another stitch's, one from before the inputs were recorded, or unreadable: then
-    it is stitched again, as before)."""
+    """The run's shards.json when it was written from ``cfg.inputs`` and every shard it
+    names is there, else None (none yet, another stitch's, one from before the inputs
+    were recorded, unreadable, or a shard deleted since: then it is stitched again).
+    The shards are seen in one listing of the prompts folder (a thousand keys a request
+    on S3), not a request per shard."""
     try:
         done = storage.read_json_or_none(cfg.run.shards_json)
     except (SynthfactoryError, ValueError) as exc:
         log.warning("%s: unreadable (%s); stitching again", cfg.run.shards_json, exc)
         return None
-    return done if isinstance(done, dict) and done.get("inputs") == cfg.inputs else None
+    if not isinstance(done, dict) or done.get("inputs") != cfg.inputs:
+        return None
+    there = {storage.normalize(u) for u in storage.list_files(cfg.run.prompts, ".parquet")}
+    missing = [s["url"] for s in done.get("shards", []) if storage.normalize(s["url"])
+               not in there]
+    if missing:
+        log.warning("%s: %d shard(s) it names are gone (%s ...); stitching again",
+                    cfg.run.shards_json, len(missing), missing[0])
+        return None
+    return done
 
 
 def _summary(cfg: StitchConfig, plan: dict, started: float) -> dict:

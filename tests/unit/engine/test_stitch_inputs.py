@@ -62,3 +62,28 @@ def test_the_manifest_is_read_once_per_file_in_order_whatever_its_parts(tmp_path
     pq.write_table(pa.table({"key": ["file:///c"]}), manifest / "_SUMMARY.parquet")
     assert manifest_entries(f"file://{manifest}") == [("file:///a", 1, "x", None),
                                                       ("file:///b", 2, "y", None)]
+
+
+def test_a_stitch_is_done_only_from_the_same_inputs_with_every_shard_there(cfg, tmp_path):
+    """What the check before Spark reads: shards.json written from these inputs, every
+    shard it names in the prompts folder; anything else is stitched again."""
+    import json
+
+    from synthfactory.stitch.command import _stitched
+
+    run = RunLayout(f"file://{tmp_path}/run")
+    cfg = dataclasses.replace(cfg, run=run, inputs="sha256:these")
+    prompts = tmp_path / "run" / "prompts"
+    prompts.mkdir(parents=True)
+    shard = prompts / "shard-00000.parquet"
+    pq.write_table(pa.table({"id": ["a"]}), shard)
+    plan = {"shards": [{"name": "shard-00000", "url": f"file://{shard}"}],
+            "inputs": "sha256:these"}
+    (prompts / "shards.json").write_text(json.dumps(plan))
+    assert _stitched(cfg) == plan
+    assert _stitched(dataclasses.replace(cfg, inputs="sha256:others")) is None
+    shard.unlink()
+    assert _stitched(cfg) is None  # a shard deleted since
+    pq.write_table(pa.table({"id": ["a"]}), shard)
+    (prompts / "shards.json").write_text("{not json")
+    assert _stitched(cfg) is None
