@@ -155,10 +155,14 @@ def _assert_ran_in_both_workers(cluster, event_log: Path) -> None:
     assert len(executors) == 2, executors
     assert all(e["tasks"] > 0 for e in executors.values()), executors
     assert "driver" not in executors  # no task ran in the driver
-    worker_uis = {f"127.0.0.1:{port}" for port in cluster.worker_webui_ports}
-    assert {next(ui for ui in worker_uis if ui in e["stdout"]) for e in executors.values()} \
-        == worker_uis
+    # the UI ports the workers bound, as the master knows them: a worker whose asked-for
+    # port another socket took meanwhile binds the next one (seen: its own RPC service
+    # was handed that port by the OS first)
     state = cluster.state()
+    worker_uis = {w["webuiaddress"].split("://", 1)[-1] for w in state["workers"]}
+    assert len(worker_uis) == 2, state["workers"]
+    assert {next((ui for ui in worker_uis if ui in e["stdout"]), e["stdout"])
+            for e in executors.values()} == worker_uis
     assert sum(w["state"] == "ALIVE" for w in state["workers"]) == 2
     assert any(app["name"] == "synthfactory-stitch" and app["state"] == "FINISHED"
                for app in state["completedapps"])
