@@ -9,6 +9,7 @@ reader: a local file is written beside its target and renamed; an S3 PUT is atom
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -58,6 +59,13 @@ def _s3_filesystem(endpoint: str | None, region: str | None) -> pafs.S3FileSyste
     # S3 answers bursts with 503 SlowDown and the odd 500: retry them with backoff, as
     # many times as the standard AWS_MAX_ATTEMPTS says (pyarrow's own default is 3)
     kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=_max_attempts())
+    # An object smaller than one part goes up in a single PUT, as pyarrow does only with
+    # a delayed open: one request instead of three (create, part, complete), and no
+    # multipart upload left behind when the answer to its create is lost on the wire and
+    # the create is retried (seen with a reset answer: tests/integration/engine/
+    # test_storage_faults.py). The price, an open that names a missing bucket only at
+    # close, does not matter here: every write is opened, written and closed at once.
+    kwargs["allow_delayed_open"] = True
     return pafs.S3FileSystem(**kwargs)
 
 
@@ -74,9 +82,8 @@ def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     url = normalize(url)
     if url.startswith("file://"):
         return pafs.LocalFileSystem(), url[len("file://") :]
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return _s3_filesystem(endpoint, region), url[len("s3://") :]
+    return _s3_filesystem(_endpoint(), region), url[len("s3://") :]
 
 
 def local_path(url: str) -> str:
@@ -125,11 +132,16 @@ def read_bytes(url: str) -> bytes:
         raise SynthfactoryError(f"{url}: not found") from exc
 
 
-def _write(url: str, write) -> None:
-    """``write(fs, path)`` to a hidden temp name then rename (local), or straight (S3)."""
+def _write(url: str, write, size=None) -> None:
+    """``write(fs, path)`` to a hidden temp name then rename (local), or straight (S3).
+    ``size()`` is the bytes the file needs, asked only when a local disk is full."""
     fs, path = filesystem(url)
     if not isinstance(fs, pafs.LocalFileSystem):
-        write(fs, path)
+        try:
+            write(fs, path)
+        except OSError:
+            _abort_uploads(path)
+            raise  # S3 errors stay OSError: retry and fault handling look for them
         return
     parent, name = path.rsplit("/", 1)
     tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
@@ -140,8 +152,50 @@ def _write(url: str, write) -> None:
     except OSError as exc:  # unwritable, not a folder, disk full: name the target
         with contextlib.suppress(OSError):
             os.remove(tmp)
+        if _no_space(exc):
+            raise SynthfactoryError(f"{url}: cannot write ({_full_disk(parent, size)})") from exc
         reason = _file_in_the_way(parent) or _os_reason(exc)
         raise SynthfactoryError(f"{url}: cannot write ({reason})") from exc
+
+
+def _no_space(exc: OSError) -> bool:
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT) or bool(
+        re.search(rf"\[errno ({errno.ENOSPC}|{errno.EDQUOT})\]", str(exc)))
+
+
+def _full_disk(folder: str, size) -> str:
+    """The full disk's reason with what it lacks: the bytes the file needs and the bytes
+    free, so that whoever frees space knows how much. Not retried (a SynthfactoryError):
+    a full disk stays full until someone acts, and Airflow's retries would fill it again."""
+    with contextlib.suppress(OSError):
+        stat = os.statvfs(folder)
+        free = stat.f_bavail * stat.f_frsize
+        needed = f"{size():,} bytes" if size else "more"
+        return f"no space left on the disk: it needs {needed}, {free:,} bytes are free in {folder}"
+    return f"no space left on the disk under {folder}"
+
+
+def _abort_uploads(path: str) -> None:
+    """Abort the multipart uploads of ``path`` that this write began and left unfinished:
+    pyarrow does not abort them when a part's upload fails for good, and S3 keeps (and
+    bills) their parts until someone does. Best effort: the write's own error is what the
+    caller must see; a bucket's lifecycle rule (AbortIncompleteMultipartUpload) is the
+    backstop for what a killed process leaves."""
+    bucket, key = path.split("/", 1)
+    with contextlib.suppress(Exception):
+        client = _boto3_s3(_endpoint())
+        listed = client.list_multipart_uploads(Bucket=bucket, Prefix=key)
+        for upload in listed.get("Uploads", []):
+            # every unfinished upload of this exact key: a plain write's key has one
+            # writer (an S3 object's last writer wins anyway), and a rival's aborted
+            # upload fails its own write, retryably, rather than losing anything
+            if upload["Key"] == key:
+                client.abort_multipart_upload(Bucket=bucket, Key=key,
+                                              UploadId=upload["UploadId"])
+
+
+def _endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
 def _file_in_the_way(path: str) -> str | None:
@@ -169,7 +223,7 @@ def write_bytes(url: str, data: bytes) -> None:
         with fs.open_output_stream(path) as out:
             out.write(data)
 
-    _write(url, write)
+    _write(url, write, size=lambda: len(data))
 
 
 def read_json(url: str):
@@ -210,7 +264,12 @@ def read_table(url: str, columns: list[str] | None = None) -> pa.Table:
 
 def write_table(table: pa.Table, url: str, **kwargs) -> None:
     """Write parquet atomically (temp name then rename locally; one PUT on S3)."""
-    _write(url, lambda fs, path: pq.write_table(table, path, filesystem=fs, **kwargs))
+    def size() -> int:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, **kwargs)
+        return sink.tell()
+
+    _write(url, lambda fs, path: pq.write_table(table, path, filesystem=fs, **kwargs), size)
 
 
 def list_files(url: str, suffix: str = "") -> list[str]:
@@ -264,8 +323,16 @@ def create_bytes(url: str, data: bytes) -> None:
         parent, name = path.rsplit("/", 1)
         fs.create_dir(parent, recursive=True)
         tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as out:
-            out.write(data)
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            if _no_space(exc):
+                raise SynthfactoryError(
+                    f"{url}: cannot write ({_full_disk(parent, lambda: len(data))})") from exc
+            raise
         try:
             os.link(tmp, path)
         except FileExistsError as exc:
@@ -276,13 +343,27 @@ def create_bytes(url: str, data: bytes) -> None:
     from botocore.exceptions import ClientError
 
     bucket, key = path.split("/", 1)
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    client = _boto3_s3(_endpoint())
     try:
-        _boto3_s3(endpoint).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
-            raise AlreadyExists(f"{url}: already exists") from exc
-        raise
+        if exc.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412"):
+            raise
+        # The PUT may have been ours: when its answer is lost on the wire (a reset
+        # connection) the client sends it again and S3 answers the retry 412. The same
+        # bytes there are this write; only other bytes are another writer's.
+        if _same_bytes(client, bucket, key, data):
+            return
+        raise AlreadyExists(f"{url}: already exists") from exc
+
+
+def _same_bytes(client, bucket: str, key: str, data: bytes) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+    except ClientError:
+        return False
 
 
 @lru_cache(maxsize=4)

@@ -5,7 +5,9 @@ imported by name:
 - paths: the repository's folders and the two environments' programs
 - ports: free TCP ports on 127.0.0.1
 - moto: in-process moto S3 servers (fixture ``crawl_s3``, context manager ``moto_s3``)
-- throttling_proxy: an HTTP proxy in front of moto that answers 503/500/403 on purpose
+- wire_faults: an HTTP proxy in front of moto or any HTTP server that throttles (503/500),
+  resets connections mid-body, adds latency or denies (403), on purpose
+- small_disk: a size-limited tmpfs that fills, for full-disk faults
 - airflow_home: an Airflow home's environment and its ``airflow db migrate``
 - airflow_standalone: a real ``airflow standalone`` for scheduler and UI tests
 - dag_run: the session's whole DAG run and its services (fixtures)

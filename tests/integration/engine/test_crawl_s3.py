@@ -15,7 +15,7 @@ from synthfactory.cli import build_parser
 from synthfactory.crawl import command
 from synthfactory.errors import SynthfactoryError
 from tests.support.paths import ROOT
-from tests.support.throttling_proxy import ThrottlingProxy
+from tests.support.wire_faults import WireFaults
 
 BUCKET = "crawl-corpus"
 DAYS = [f"2026-11-{d:02d}" for d in range(1, 31)]  # 30 prefixes
@@ -103,7 +103,7 @@ def test_last_modified_window(crawl_s3, tmp_path):
 
 def test_a_run_of_503_slowdown_is_retried(corpus, crawl_s3, tmp_path, monkeypatch):
     # every other request answered 503 until 12 are spent: each page is retried once
-    with ThrottlingProxy(crawl_s3.port, fail_first=12, every=2) as proxy:
+    with WireFaults(crawl_s3.port, fail_first=12, every=2) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         summary = crawl("--source", f"s3://{BUCKET}/corpus", "--out", str(tmp_path / "m"),
                         "--workers", "4", "--retry-mode", "standard", "--request-attempts", "8")
@@ -113,7 +113,7 @@ def test_a_run_of_503_slowdown_is_retried(corpus, crawl_s3, tmp_path, monkeypatc
 
 
 def test_endless_throttling_gives_up_with_a_clear_error(crawl_s3, tmp_path, monkeypatch):
-    with ThrottlingProxy(crawl_s3.port, fail_first=10**6) as proxy:
+    with WireFaults(crawl_s3.port, fail_first=10**6) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         with pytest.raises(SynthfactoryError, match=r"still throttled \(SlowDown\) after 2 "):
             crawl("--source", f"s3://{BUCKET}/corpus", "--out", str(tmp_path / "m"),
@@ -129,7 +129,7 @@ def test_missing_bucket(crawl_s3, tmp_path):
 
 def test_access_denied(crawl_s3, tmp_path, monkeypatch):
     # moto does not enforce IAM; the proxy answers the exact 403 body S3 sends
-    with ThrottlingProxy(crawl_s3.port, deny=True) as proxy:
+    with WireFaults(crawl_s3.port, deny=True) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         with pytest.raises(SynthfactoryError, match=f"s3://{BUCKET}/corpus/: access denied"):
             crawl("--source", f"s3://{BUCKET}/corpus", "--out", str(tmp_path / "m"))
@@ -147,7 +147,7 @@ def test_resume_after_sigkill_lists_the_rest_once(corpus, crawl_s3, tmp_path):
     argv = ["--source", f"s3://{BUCKET}/corpus", "--out", str(out), "--workers", "2",
             "--max-keys", "25", "--rows-per-part", "100"]
     full = crawl(*argv[:4], "--out", str(tmp_path / "full"), *argv[6:])
-    with ThrottlingProxy(crawl_s3.port, delay_s=0.02) as proxy:  # slow enough to kill midway
+    with WireFaults(crawl_s3.port, delay_s=0.02) as proxy:  # slow enough to kill midway
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint, "PYTHONPATH": str(ROOT)}
         child = subprocess.Popen([sys.executable, "-m", "synthfactory.cli", "crawl", *argv],
                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

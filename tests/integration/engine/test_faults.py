@@ -35,7 +35,7 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
 from tests.support.moto import moto_s3
-from tests.support.throttling_proxy import ThrottlingProxy
+from tests.support.wire_faults import WireFaults
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not is_ready(default_model_dir()), reason="run `synthfactory model prepare` (make setup)")]
@@ -261,7 +261,7 @@ def test_rephrase_part_writes_survive_s3_throttling_and_5xx(s3, monkeypatch):
     from tests.support.shards import write_prompt_shard
 
     shard = write_prompt_shard(f"s3://{s3.bucket}/run", 0, rows=40)
-    with ThrottlingProxy(s3.port, fail_first=8, methods=("PUT", "POST"),
+    with WireFaults(s3.port, fail_first=8, methods=("PUT", "POST"),
                          server_errors=True) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         storage._s3_filesystem.cache_clear()  # a new endpoint, a new client
@@ -296,7 +296,7 @@ def test_stitch_reads_survive_s3_throttling_and_5xx(s3, monkeypatch, tmp_path):
                     "--max-model-len", "1024", "--model", str(default_model_dir()),
                     "--master", "local[2]", "--partitions", "2")
 
-    with ThrottlingProxy(s3.port, fail_first=12, every=2, methods=("GET", "HEAD"),
+    with WireFaults(s3.port, fail_first=12, every=2, methods=("GET", "HEAD"),
                          server_errors=True) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         faulted = _run(stitch(f"{day_run}/faulted"), tmp_path)
