@@ -12,7 +12,9 @@ import contextlib
 import errno
 import json
 import os
+import random
 import re
+import time
 import uuid
 from functools import lru_cache
 from urllib.parse import urlparse
@@ -77,6 +79,35 @@ def _max_attempts() -> int:
         raise SynthfactoryError(f"AWS_MAX_ATTEMPTS={value!r}: expected a whole number") from exc
 
 
+# What pyarrow's C++ S3 client gives up on at once although a second try may pass: a
+# 503 or 500 to a HEAD has no body to name the error (UNKNOWN, not retried), and one to
+# a ranged GET whose error body overflows the range's buffer fails as "Failed to flush
+# response stream" (INTERNAL_FAILURE, not retried). Both seen with 10% of requests
+# answered 503/500 (benchmarks/storage_faults.py): rephrase, card and export failed.
+_TRANSIENT = re.compile(r"HTTP status 5\d\d|NETWORK_CONNECTION|INTERNAL_FAILURE|SLOW_DOWN|"
+                        r"SERVICE_UNAVAILABLE|THROTTLING|REQUEST_TIMEOUT|curlCode")
+READ_ATTEMPTS = 4  # around pyarrow's own retries, which run inside each
+READ_BACKOFF_S = 0.2
+
+
+def _reading(fs: pafs.FileSystem, read):
+    """``read()`` of an S3 object or listing, tried again (capped exponential backoff,
+    full jitter) when it failed as throttling or the network; a read changes nothing, so
+    trying it again is safe. Access denied, no such bucket or key: raised at once."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        return read()
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return read()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if attempt == READ_ATTEMPTS or not _TRANSIENT.search(str(exc)):
+                raise
+            time.sleep(random.uniform(0, READ_BACKOFF_S * 2**attempt))
+    raise AssertionError("unreachable")
+
+
 def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and the path inside it for ``url``."""
     url = normalize(url)
@@ -96,12 +127,12 @@ def local_path(url: str) -> str:
 
 def exists(url: str) -> bool:
     fs, path = filesystem(url)
-    return fs.get_file_info(path).type != pafs.FileType.NotFound
+    return _reading(fs, lambda: fs.get_file_info(path)).type != pafs.FileType.NotFound
 
 
 def is_dir(url: str) -> bool:
     fs, path = filesystem(url)
-    return fs.get_file_info(path).type == pafs.FileType.Directory
+    return _reading(fs, lambda: fs.get_file_info(path)).type == pafs.FileType.Directory
 
 
 def prepare_folder(url: str) -> None:
@@ -125,9 +156,13 @@ def makedirs(url: str) -> None:
 
 def read_bytes(url: str) -> bytes:
     fs, path = filesystem(url)
-    try:
+
+    def read() -> bytes:
         with fs.open_input_stream(path) as stream:
             return stream.read()
+
+    try:
+        return _reading(fs, read)
     except FileNotFoundError as exc:
         raise SynthfactoryError(f"{url}: not found") from exc
 
@@ -152,26 +187,26 @@ def _write(url: str, write, size=None) -> None:
     except OSError as exc:  # unwritable, not a folder, disk full: name the target
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        if _no_space(exc):
-            raise SynthfactoryError(f"{url}: cannot write ({_full_disk(parent, size)})") from exc
+        if no_space(exc):
+            raise SynthfactoryError(f"{url}: cannot write ({full_disk(parent, size)})") from exc
         reason = _file_in_the_way(parent) or _os_reason(exc)
         raise SynthfactoryError(f"{url}: cannot write ({reason})") from exc
 
 
-def _no_space(exc: OSError) -> bool:
+def no_space(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT) or bool(
         re.search(rf"\[errno ({errno.ENOSPC}|{errno.EDQUOT})\]", str(exc)))
 
 
-def _full_disk(folder: str, size) -> str:
+def full_disk(folder: str, size) -> str:
     """The full disk's reason with what it lacks: the bytes the file needs and the bytes
     free, so that whoever frees space knows how much. Not retried (a SynthfactoryError):
     a full disk stays full until someone acts, and Airflow's retries would fill it again."""
     with contextlib.suppress(OSError):
         stat = os.statvfs(folder)
         free = stat.f_bavail * stat.f_frsize
-        needed = f"{size():,} bytes" if size else "more"
-        return f"no space left on the disk: it needs {needed}, {free:,} bytes are free in {folder}"
+        needed = f"it needs {size():,} bytes, " if size else ""
+        return f"no space left on the disk: {needed}{free:,} bytes are free in {folder}"
     return f"no space left on the disk under {folder}"
 
 
@@ -251,7 +286,7 @@ def write_json(url: str, obj) -> None:
 def read_table(url: str, columns: list[str] | None = None) -> pa.Table:
     fs, path = filesystem(url)
     try:
-        return pq.read_table(path, filesystem=fs, columns=columns)
+        return _reading(fs, lambda: pq.read_table(path, filesystem=fs, columns=columns))
     except FileNotFoundError as exc:
         raise SynthfactoryError(f"{url}: not found") from exc
     except (pa.ArrowInvalid, OSError) as exc:
@@ -279,7 +314,7 @@ def list_files(url: str, suffix: str = "") -> list[str]:
     selector = pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True)
     prefix = url.split("://", 1)[0] + "://"
     out = []
-    for info in fs.get_file_info(selector):
+    for info in _reading(fs, lambda: fs.get_file_info(selector)):
         name = info.path.rsplit("/", 1)[-1]
         if info.type == pafs.FileType.File and not name.startswith(".") and name.endswith(suffix):
             out.append(prefix + info.path)
@@ -329,9 +364,9 @@ def create_bytes(url: str, data: bytes) -> None:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
-            if _no_space(exc):
+            if no_space(exc):
                 raise SynthfactoryError(
-                    f"{url}: cannot write ({_full_disk(parent, lambda: len(data))})") from exc
+                    f"{url}: cannot write ({full_disk(parent, lambda: len(data))})") from exc
             raise
         try:
             os.link(tmp, path)

@@ -37,15 +37,25 @@ RUNS_TABLE = "runs"
 
 
 def run(args: argparse.Namespace) -> dict:
-    return register(
-        run_url=args.run,
-        table=args.table,
-        settings=config.settings_from_args(args),
-        pipeline=args.pipeline,
-        interval=args.interval,
-        airflow_run_id=args.airflow_run_id,
-        include_rejected=args.include_rejected,
-    )
+    settings = config.settings_from_args(args)
+    try:
+        return register(
+            run_url=args.run,
+            table=args.table,
+            settings=settings,
+            pipeline=args.pipeline,
+            interval=args.interval,
+            airflow_run_id=args.airflow_run_id,
+            include_rejected=args.include_rejected,
+        )
+    except OSError as exc:
+        # pyiceberg writes the table's files itself; its OSError names no path
+        warehouse = settings.warehouse or ""
+        if not (storage.no_space(exc) and storage.scheme(warehouse) == "file"):
+            raise
+        folder = storage.local_path(warehouse)
+        raise SynthfactoryError(f"{warehouse}: cannot write the table's files "
+                                f"({storage.full_disk(folder, None)})") from exc
 
 
 def runs_table_of(table: str) -> str:

@@ -3,10 +3,15 @@ server): what S3 and networks do at scale, at the HTTP level, so that every clie
 them alike: pyarrow's C++ S3 client, boto3, and Spark's Python workers.
 
 - throttling: 503 SlowDown (and 500 InternalError) answers, as a burst (``fail_first``)
-  or sustained for the proxy's whole life (``slowdown_every``: one request in N);
+  or sustained for the proxy's whole life (``slowdown_rate``: that share of requests);
 - a connection reset in the middle of a body (``reset="request"``: after N bytes of the
   request's body, before the server sees it; ``reset="response"``: after the server
-  answered, N bytes into the answer's body), one request in ``reset_every``;
+  answered, N bytes into the answer's body), that share of requests (``reset_rate``).
+
+The sustained faults fall at random (seeded: the same trial meets the same faults), as
+S3's do: a fixed one-in-N schedule locks onto a client's cycle of requests (a read that
+is a HEAD and two GETs meets a one-in-three fault at the same request on every retry)
+and fails what no real store would.
 - latency added to every request (``delay_s``), as S3 across regions has;
 - 403 AccessDenied to everything (``deny``: moto itself does not enforce IAM).
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import http.client
 import io
+import random
 import socket
 import struct
 import threading
@@ -28,15 +34,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 RESETS = ("request", "response")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that gave up on a request (a timeout, its own retry) closes its end
+        while the proxy still writes: not an error of the proxy's, and no traceback."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class WireFaults:
     """Forwards HTTP to ``127.0.0.1:upstream_port`` and misbehaves as configured. Only
     requests whose method is in ``methods`` (None: all) are eligible for a fault."""
 
     def __init__(self, upstream_port: int, fail_first: int = 0, delay_s: float = 0.0,
                  deny: bool = False, every: int = 1, methods: tuple[str, ...] | None = None,
-                 server_errors: bool = False, slowdown_every: int = 0,
-                 reset: str | None = None, reset_every: int = 0, reset_after: int = 64,
-                 reset_limit: int | None = None):
+                 server_errors: bool = False, slowdown_rate: float = 0.0,
+                 reset: str | None = None, reset_rate: float = 0.0, reset_after: int = 64,
+                 reset_limit: int | None = None, seed: int = 0):
         if reset is not None and reset not in RESETS:
             raise ValueError(f"reset={reset!r}: expected one of {RESETS}")
         self.upstream_port = upstream_port
@@ -44,9 +62,10 @@ class WireFaults:
         self.server_errors = server_errors  # alternate 503 SlowDown with 500 InternalError
         self.every = every  # a burst throttles one request in ``every`` until fail_first
         self.fail_first = fail_first
-        self.slowdown_every = slowdown_every  # sustained: one eligible request in N
+        self.slowdown_rate = slowdown_rate  # sustained: this share of eligible requests
         self.reset = reset
-        self.reset_every = reset_every
+        self.reset_rate = reset_rate
+        self._random = random.Random(seed)
         self.reset_after = reset_after  # body bytes that cross before the reset
         self.reset_limit = reset_limit  # at most this many resets (None: no limit)
         self.deny = deny
@@ -102,11 +121,11 @@ class WireFaults:
                         return False, False
                     n = proxy.seen
                     proxy.seen += 1
+                    draw = proxy._random.random()
                     throttle = ((proxy.throttled < proxy.fail_first and n % proxy.every == 0)
-                                or (proxy.slowdown_every
-                                    and n % proxy.slowdown_every == proxy.slowdown_every - 1))
-                    reset = (not throttle and proxy.reset is not None and proxy.reset_every
-                             and n % proxy.reset_every == proxy.reset_every - 1
+                                or draw < proxy.slowdown_rate)
+                    reset = (not throttle and proxy.reset is not None
+                             and draw < proxy.reset_rate
                              and (proxy.reset_limit is None
                                   or proxy.resets < proxy.reset_limit))
                     if reset and proxy.reset == "request" and not (
@@ -183,8 +202,7 @@ class WireFaults:
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

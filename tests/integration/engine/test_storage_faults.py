@@ -52,9 +52,9 @@ def _uploads_left(s3) -> list[str]:
 
 
 FAULTS = {  # one of each kind, all through the shard's whole rephrase
-    "slowdown": {"slowdown_every": 10, "server_errors": True},  # 10%, sustained
-    "reset_request": {"reset": "request", "reset_every": 5},  # mid-upload
-    "reset_response": {"reset": "response", "reset_every": 5},  # mid-download, answer lost
+    "slowdown": {"slowdown_rate": 0.1, "server_errors": True},  # 10%, sustained
+    "reset_request": {"reset": "request", "reset_rate": 0.3, "methods": ("PUT",)},  # uploads
+    "reset_response": {"reset": "response", "reset_rate": 0.2},  # mid-download, answer lost
     "latency": {"delay_s": 0.05},  # 200 ms in the benchmark; the suite keeps it short
 }
 
@@ -69,7 +69,7 @@ def test_a_shard_rephrased_through_a_faulty_wire_commits_every_row_once(kind, s3
         summary = rephrase_shard(shard, None, lambda: EchoEngine(per_poll=5),
                                  WorkerOptions(model="echo", checkpoint_rows=5))
     assert proxy.throttled + proxy.resets > 0 or kind == "latency"  # the faults met it
-    assert proxy.seen > 10
+    assert proxy.seen >= 8  # every part and the commit, at least
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
     storage._s3_filesystem.cache_clear()
     assert summary["status"] == "committed" and summary["rows_generated"] == 20
@@ -87,7 +87,7 @@ def test_a_conditional_write_whose_answer_is_lost_is_this_writers(s3, monkeypatc
     PUT again and S3 answers 412: before the fix, the step failed as if another writer
     had written its part (ConcurrentWriter), its own work taken for a rival's."""
     url = f"s3://{s3.bucket}/commit.json"
-    with WireFaults(s3.port, reset="response", reset_every=1, reset_limit=1,
+    with WireFaults(s3.port, reset="response", reset_rate=1.0, reset_limit=1,
                     methods=("PUT",)) as proxy:
         _through(proxy, monkeypatch)
         storage.create_bytes(url, b"this writer's")
@@ -106,7 +106,7 @@ def test_a_small_write_is_one_put_that_leaves_no_upload_behind(s3, monkeypatch):
         _through(clean, monkeypatch)
         storage.write_table(table, f"s3://{s3.bucket}/clean.parquet")
     assert clean.forwarded == 1
-    with WireFaults(s3.port, reset="response", reset_every=1, reset_limit=1) as proxy:
+    with WireFaults(s3.port, reset="response", reset_rate=1.0, reset_limit=1) as proxy:
         _through(proxy, monkeypatch)
         storage.write_table(table, f"s3://{s3.bucket}/reset.parquet")
         assert storage.read_table(f"s3://{s3.bucket}/reset.parquet") == table
@@ -119,7 +119,7 @@ def test_a_large_write_that_fails_for_good_aborts_its_upload(s3, monkeypatch):
     The write fails (an OSError, which the steps turn into a retryable error) and its
     multipart upload is aborted, not left to cost money."""
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
-    with WireFaults(s3.port, reset="request", reset_every=1, reset_after=65536,
+    with WireFaults(s3.port, reset="request", reset_rate=1.0, reset_after=65536,
                     methods=("PUT",)) as proxy:
         _through(proxy, monkeypatch)
         with pytest.raises(OSError):
@@ -150,3 +150,4 @@ def test_a_full_disk_fails_once_naming_the_path_and_the_bytes(tmp_path):
         assert [p.name for p in Path(disk).rglob(".*.tmp")] == []
         with pytest.raises(SynthfactoryError, match=r"it needs 300,000 bytes, \d[\d,]* bytes"):
             storage.write_bytes(f"file://{disk}/more", b"\0" * 300_000)
+
