@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -190,7 +191,10 @@ def chain(kind: str, server, endpoint: str, tmp: Path, docs: int) -> list[dict]:
                 record["retries"] = 0
                 (disk / "filler").unlink()
             else:
-                with WireFaults(server.port, **WIRE[kind]) as proxy:
+                # a seed of the trial's own: one shared seed gave every step the same
+                # first draws, and a step of few requests met no fault at all
+                seed = zlib.crc32(f"{kind}/{name}".encode())
+                with WireFaults(server.port, seed=seed, **WIRE[kind]) as proxy:
                     step = Step(argv, {**clean_env, "AWS_ENDPOINT_URL": proxy.endpoint}, root)
                 record["retries"] = proxy.throttled + proxy.resets
                 leftovers = _uploads(client, bucket)
