@@ -26,9 +26,10 @@ left), ``failed_dirty`` otherwise. After the chain a clean audit gives ``lost`` 
     .venv-worker/bin/python benchmarks/storage_faults.py [--docs 24] [--write-doc]
 
 One line a trial: ``RESULT storage_fault kind=K step=S outcome=completed|failed_clean
-retries=N lost=L duplicated=D`` (``retries``: the requests the fault met in that step,
-each one the client had to repeat), then one a step for slow storage:
-``RESULT storage_latency step=S rows_per_s=R baseline_rows_per_s=B ratio=R/B``, the
+retries=N lost=L duplicated=D isa=I`` (``retries``: the requests the fault met in that
+step, each one the client had to repeat; I: the CPU's vector extensions), then one a step
+for slow storage: ``RESULT storage_latency step=S rows_per_s=R baseline_rows_per_s=B
+ratio=R/B isa=I``, the
 step's rows over its process's wall time, 200 ms against 0 ms. ``--write-doc`` writes
 docs/storage-faults.md from these lines.
 
@@ -303,29 +304,27 @@ def main() -> None:
             server.stop()
         print_machine()
         after = load_line()
-    for r in records:
-        if r["outcome"] != "completed":
-            print(f"# {r['kind']} {r['step']}: exit {r['code']}: {r['line']}")
-        print(result_line("storage_fault", kind=r["kind"], step=r["step"],
-                          outcome=r["outcome"], retries=r["retries"], lost=r["lost"],
-                          duplicated=r["duplicated"]))
     ratios = []
     if {"none", "latency"} <= set(kinds):
         by = {(r["kind"], r["step"]): r for r in records}
         for step in STEPS:
             base, slow = by[("none", step)], by[("latency", step)]
-            base_rate, slow_rate = (base["rows"] / base["seconds"],
-                                    slow["rows"] / slow["seconds"])
-            ratios.append((step, base_rate, slow_rate))
-            print(result_line("storage_latency", step=step, rows_per_s=f"{slow_rate:.2f}",
-                              baseline_rows_per_s=f"{base_rate:.2f}",
-                              ratio=f"{slow_rate / base_rate:.2f}"))
+            ratios.append((step, base["rows"] / base["seconds"], slow["rows"] / slow["seconds"]))
     if args.write_doc and set(kinds) == set(KINDS):
         header = (f"Measured with `{' '.join(sys.argv)}` ({args.docs} documents a day; "
                   f"{before} before, {after} after).")
         DOC.write_text(_doc(records, ratios, header))
         print(f"wrote {DOC.relative_to(REPO)}")
-
+    for r in records:  # the RESULT lines last: scripts read them
+        if r["outcome"] != "completed":
+            print(f"# {r['kind']} {r['step']}: exit {r['code']}: {r['line']}")
+        print(result_line("storage_fault", kind=r["kind"], step=r["step"],
+                          outcome=r["outcome"], retries=r["retries"], lost=r["lost"],
+                          duplicated=r["duplicated"]))
+    for step, base_rate, slow_rate in ratios:
+        print(result_line("storage_latency", step=step, rows_per_s=f"{slow_rate:.2f}",
+                          baseline_rows_per_s=f"{base_rate:.2f}",
+                          ratio=f"{slow_rate / base_rate:.2f}"))
 
 if __name__ == "__main__":
     main()
