@@ -15,8 +15,10 @@ import importlib
 import logging
 import os
 import sys
+import time
 import traceback
 
+from synthfactory import storage_retries
 from synthfactory.cli_alias import deprecated_flag
 from synthfactory.contract import (
     DEBUG_ENV,
@@ -80,14 +82,53 @@ def one_line(exc: BaseException) -> str:
 
 
 def _step_metrics(name: str):
-    """stitch, validate, join and register push their rows and seconds when a Pushgateway
-    is configured, and serve them when a metrics port is (a pod's)
-    (synthfactory/metrics/step_rows.py, STEP_ROWS; rephrase pushes and serves its own)."""
+    """Every step pushes its seconds and storage retries (stitch, validate, join and
+    register their rows too) when a Pushgateway is configured, and serves them when a
+    metrics port is (a pod's) (synthfactory/metrics/step_rows.py; rephrase pushes and
+    serves its own)."""
     if not (os.environ.get(PUSHGATEWAY_ENV) or os.environ.get(METRICS_PORT_ENV)):
         return None  # nobody to push to: prometheus_client is not even imported
     from synthfactory.metrics import step_metrics
 
     return step_metrics(name)
+
+
+def _record_retries(name: str, args: argparse.Namespace, summary, outcome: str) -> None:
+    """A step that retried storage requests leaves their counts in its run folder
+    (``storage_retries/``), done or failed, for report.json and the Run report; a step
+    that retried none writes nothing. Best effort: the storage may be what is failing."""
+    counts = (summary.get("storage_retries") if isinstance(summary, dict) else None
+              ) or storage_retries.counts()
+    run = _run_of(name, args)
+    if not counts or not run:
+        return
+    from synthfactory import storage
+    from synthfactory.contract import paths
+
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    url = storage.join(run, paths.STORAGE_RETRIES, f"{name}-{stamp}-{os.getpid()}.json")
+    try:
+        storage.write_json(url, {"step": name, "outcome": outcome, "retries": counts})
+    except Exception as exc:  # noqa: BLE001 - the counts are in the summary and metrics too
+        logging.getLogger(__name__).warning("%s: storage retries not recorded (%s)",
+                                            url, one_line(exc))
+
+
+def _run_of(name: str, args: argparse.Namespace) -> str | None:
+    """The run folder a step works in: its --run, else rephrase's first shard's run,
+    else crawl's manifest folder's parent."""
+    run = getattr(args, "run", None)
+    if isinstance(run, str) and run:
+        return run
+    shards = getattr(args, "shard", None)
+    if name == "rephrase" and shards:
+        from synthfactory.layout import run_url_of_shard
+
+        return run_url_of_shard(shards[0])
+    out = getattr(args, "out", None)
+    if name == "crawl" and isinstance(out, str) and out.rstrip("/").endswith("/manifest"):
+        return out.rstrip("/").rsplit("/", 1)[0]
+    return None
 
 
 def build_parser(name: str, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser
@@ -125,13 +166,20 @@ def main(argv: list[str] | None = None) -> int:
         # deprecation line on stderr, then the same value (synthfactory/cli_alias.py)
         args = build_parser(name).parse_args(rest)
         metrics = _step_metrics(name)
+        summary, outcome = None, "failed"
         try:
             summary = module.run(args)
+            outcome = "done"
+            if isinstance(summary, dict) and name in STEPS:
+                summary["storage_retries"] = storage_retries.add(
+                    summary.get("storage_retries") or {}, storage_retries.counts())
             if metrics is not None:
                 metrics.finished(summary)
         finally:
             if metrics is not None:
                 metrics.close()  # the last push, done or failed
+            if name in STEPS:
+                _record_retries(name, args, summary, outcome)
         try:
             publish(summary if summary is not None else {})
         except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from synthfactory import storage_retries
 from synthfactory.contract import RunFolder
 from synthfactory.errors import RetryableError, SynthfactoryError
 
@@ -104,6 +105,7 @@ def _reading(fs: pafs.FileSystem, read):
         except OSError as exc:
             if attempt == READ_ATTEMPTS or not _TRANSIENT.search(str(exc)):
                 raise
+            storage_retries.count(storage_retries.cause_of_message(str(exc)))
             time.sleep(random.uniform(0, READ_BACKOFF_S * 2**attempt))
     raise AssertionError("unreachable")
 
@@ -406,8 +408,11 @@ def _boto3_s3(endpoint: str | None):
     import boto3  # pyarrow's S3 client has no conditional PUT
     from botocore.config import Config
 
-    retries = {"max_attempts": _max_attempts(), "mode": "standard"}  # 503 SlowDown, 500
-    return boto3.client("s3", endpoint_url=endpoint, config=Config(retries=retries))
+    attempts = _max_attempts()
+    retries = {"max_attempts": attempts, "mode": "standard"}  # 503 SlowDown, 500
+    client = boto3.client("s3", endpoint_url=endpoint, config=Config(retries=retries))
+    storage_retries.observe(client, attempts)
+    return client
 
 
 def create_table(table: pa.Table, url: str) -> None:

@@ -34,6 +34,7 @@ STALE = "stale"  # outputs of older prompts, set aside (docs/adr/0055)
 # beside a pipeline's run folders, {root}/{pipeline}/replay_index: what every run of the
 # pipeline committed, by request key (synthfactory/rephrase/replay, docs/adr/0150)
 REPLAY_INDEX = "replay_index"
+STORAGE_RETRIES = "storage_retries"  # each step's storage retries by cause (ADR 0155)
 SMOKE_SUMMARY = "smoke/summary.json"  # the smoke test's summary (smoke --output)
 CARD = "card/README.md"  # the run's dataset card (card; docs/export.md)
 

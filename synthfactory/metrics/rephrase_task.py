@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
 from synthfactory.contract import TRY_NUMBER_ENV
 from synthfactory.metrics.export import PREFIX, Exports, push_period
+from synthfactory.metrics.storage import StorageRetries
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class RephraseMetrics:
         self._stats_at: float | None = None
         self._stats_period = push_period(environ)
         self._stats_warned = False
+        self.registry.register(StorageRetries(self.labels, "rephrase"))
         self._exports = Exports()
         self._startup_s = 0.0
         self._shard_tokens = 0  # output tokens of the shards a Ray driver saw come back

@@ -1,6 +1,7 @@
-"""What stitch, validate, join and register measure (StepMetrics): their seconds while they
-run, their rows at their end. Separate from rephrase's larger set (rephrase_task.py) and
-from how a registry is pushed or served (export.py)."""
+"""What every step but rephrase measures (StepMetrics): its seconds while it runs and its
+storage retries; stitch, validate, join and register their rows at their end too.
+Separate from rephrase's larger set (rephrase_task.py) and from how a registry is pushed
+or served (export.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from prometheus_client import CollectorRegistry, Gauge
 from synthfactory.contract import METRIC_LABEL_ENV as LABEL_ENV
 from synthfactory.contract import PUSHGATEWAY_ENV, TRY_NUMBER_ENV
 from synthfactory.contract.names import METRICS_PORT_ENV
+from synthfactory.contract.steps import STEPS
 from synthfactory.metrics.export import PREFIX, Exports
+from synthfactory.metrics.storage import StorageRetries
 
 # The steps besides rephrase that push their rows and seconds (cli.py wraps their run), and
 # where their summary says the rows: {metric: summary key}. docs/metrics.md.
@@ -26,8 +29,13 @@ STEP_ROWS: dict[str, dict[str, str]] = {
 }
 
 
+# Every step but rephrase (which pushes its own, rephrase_task.py) pushes its seconds and
+# its storage retries (metrics/storage.py); only STEP_ROWS's have rows.
+PUSHED = tuple(name for name in STEPS if name != "rephrase")
+
+
 class StepMetrics:
-    """What stitch, validate, join and register push: the step's seconds while it runs
+    """What a step pushes: its seconds while it runs, its storage retries
     (every PUSH_SECONDS), and at its end the rows it read, wrote on and rejected (from its
     summary, STEP_ROWS). Labels: the task's, ``host`` and ``step`` (the command)."""
 
@@ -60,6 +68,8 @@ class StepMetrics:
         self.running.set(1)
         if environ.get(TRY_NUMBER_ENV, "").isdigit():
             self.try_number.set(int(environ[TRY_NUMBER_ENV]))
+        # labels has step already; the collector sets it again to the same value
+        self.registry.register(StorageRetries(self.labels, step))
         self._exports = Exports()
 
     def start_pushing(self, environ: Mapping[str, str] | None = None) -> None:
@@ -83,11 +93,11 @@ class StepMetrics:
 
 
 def step_metrics(step: str, environ: Mapping[str, str] | None = None) -> StepMetrics | None:
-    """A step's metrics, pushing or served, when ``step`` is one of STEP_ROWS and a
+    """A step's metrics, pushing or served, when ``step`` is one of PUSHED and a
     Pushgateway or a metrics port is configured; else None (nothing to collect for
     nobody)."""
     environ = os.environ if environ is None else environ
-    if step not in STEP_ROWS or not (environ.get(PUSHGATEWAY_ENV)
+    if step not in PUSHED or not (environ.get(PUSHGATEWAY_ENV)
                                      or environ.get(METRICS_PORT_ENV)):
         return None
     metrics = StepMetrics(step, environ)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import logging
 import time
 
 import pyarrow.compute as pc
 
-from synthfactory import storage
+from synthfactory import storage, storage_retries
 from synthfactory.contract import paths
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.contract.steps import VALIDATE
@@ -125,6 +126,10 @@ def run(args: argparse.Namespace) -> dict:
         "tokens_per_s": round(output_tokens / generation_s, 1) if generation_s else None,
         **_task_timings(ran, time.monotonic() - started, pool["replicas"] if pool else 1),
         **({"ray": pool} if pool else {}),
+        # the replicas' (each shard's, from its process); cli.py adds this process's own
+        **({"storage_retries": functools.reduce(
+            storage_retries.add, (r.get("storage_retries") for r in results), {})}
+           if pool else {}),
         **({} if pool else kind.summary(engine)),  # the engine's own figures, if any
     }
 

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from synthfactory import storage_retries
 from synthfactory.errors import RECORDS_ENV, RetryableError
 from synthfactory.rephrase import ray_errors
 from synthfactory.rephrase.engine_registry import engine_kind
@@ -109,8 +110,11 @@ class _Replica:
     def rephrase(self, shard_url: str, run_url: str | None, options: WorkerOptions) -> dict:
         import ray
 
+        before = storage_retries.counts()
         return {**rephrase_shard(shard_url, run_url, self._engine, options),
-                "replica": self.index, "node": ray.get_runtime_context().get_node_id()}
+                "replica": self.index, "node": ray.get_runtime_context().get_node_id(),
+                # counted in this replica's process, which the driver's CLI cannot see
+                "storage_retries": storage_retries.since(before)}
 
     def _engine(self):
         if self.engine is None:

@@ -92,7 +92,23 @@ def collect(run_url: str, gpu_hour_usd: float) -> tuple[ReportJson, Lengths]:
         examples=_examples(layout, plan),
         rejected_examples=_rejected_examples(layout, files),
     )
+    retries = storage_retries(folder.run_url)
+    if retries:
+        report["storage_retries"] = retries
     return report, lengths
+
+
+def storage_retries(run_url: str) -> dict[str, dict[str, int]]:
+    """{step: {cause: retries}} summed over the records the steps left in the run folder
+    (cli.py: one per step process that retried a storage request, done or failed)."""
+    folder = storage.join(run_url, paths.STORAGE_RETRIES)
+    totals: dict[str, dict[str, int]] = {}
+    for url in storage.list_files(folder, ".json"):
+        record = storage.read_json(url)
+        step = totals.setdefault(str(record.get("step", "?")), {})
+        for cause, n in (record.get("retries") or {}).items():
+            step[cause] = step.get(cause, 0) + int(n)
+    return totals
 
 
 def _shard(layout: RunLayout, shard: ShardFiles,

@@ -151,3 +151,65 @@ def test_a_full_disk_fails_once_naming_the_path_and_the_bytes(tmp_path):
         with pytest.raises(SynthfactoryError, match=r"it needs 300,000 bytes, \d[\d,]* bytes"):
             storage.write_bytes(f"file://{disk}/more", b"\0" * 300_000)
 
+
+
+def test_retries_are_counted_by_cause_in_process(s3, monkeypatch):
+    """Each storage request tried again counts once under its cause: the conditional
+    writes' retries (boto3) and the reads storage.py tries again. Break: the botocore
+    observer not registered (storage_retries.observe) leaves the PUTs' 503s uncounted and
+    this fails with 0 throttled."""
+    from synthfactory import storage_retries
+
+    url = f"s3://{s3.bucket}/counted/"
+    with WireFaults(s3.port, fail_first=3, methods=("PUT",)) as proxy:
+        _through(proxy, monkeypatch)
+        before = storage_retries.counts()
+        storage.create_bytes(url + "a.json", b"{}")
+        throttled = storage_retries.since(before)
+    assert proxy.throttled == 3
+    assert throttled == {"throttled": 3}
+    with WireFaults(s3.port, reset="response", reset_rate=1.0, reset_limit=2,
+                    methods=("PUT",)) as proxy:
+        _through(proxy, monkeypatch)
+        before = storage_retries.counts()
+        storage.create_bytes(url + "b.json", b"{}")
+        reset = storage_retries.since(before)
+    assert proxy.resets == 2
+    assert reset == {"connection": 2}
+
+
+def test_a_step_under_throttling_shows_its_retries_to_the_user(s3, monkeypatch, tmp_path):
+    """The console script rephrases a shard while a fifth of its uploads are answered
+    503 SlowDown for its whole life: it completes, and what it retried shows where a
+    user looks: the summary (``storage_retries``), the run folder's record that the
+    report sums into report.json's ``storage_retries``, and the Prometheus counter
+    ``synthfactory_storage_retries_total{step="rephrase", cause="throttled"}`` the step
+    pushed. The three agree with each other. Break: cli.py not adding the counts fails
+    the summary's; the collector not registered fails the metric's."""
+    from synthfactory.report.collect import storage_retries as recorded
+    from tests.support.prometheus import matching, pushgateway, scraped
+
+    run = f"s3://{s3.bucket}/run"
+    shard = write_prompt_shard(run, 0, rows=12)
+    result = tmp_path / "result.json"
+    # the uploads only: rephrase's parts and commits are boto3's conditional PUTs, whose
+    # every retry is counted; pyarrow retries inside its C++ client unseen (ADR 0155)
+    with WireFaults(s3.port, slowdown_rate=0.2, methods=("PUT",), seed=7) as proxy, \
+            pushgateway() as gateway:
+        proc = subprocess.run(
+            [sys.executable, "-m", "synthfactory.cli", "rephrase", "--engine", "echo",
+             "--checkpoint-rows", "4", "--max-attempts", "1", "--shard", shard],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint,
+                 "SYNTHFACTORY_RESULT_FILE": str(result), "SYNTHFACTORY_PUSHGATEWAY": gateway})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        pushed = matching(scraped(gateway, "synthfactory_storage_retries_total"),
+                          step="rephrase", cause="throttled")
+    summary = __import__("json").loads(result.read_text())
+    counted = summary["storage_retries"]
+    assert proxy.throttled > 0
+    # the replay index's and this record's own PUTs are pyarrow's: at most as many
+    assert 0 < counted["throttled"] <= proxy.throttled, (counted, proxy.throttled)
+    assert set(counted) == {"throttled"}  # only 503s were answered
+    assert pushed == [counted["throttled"]]
+    assert recorded(run) == {"rephrase": counted}

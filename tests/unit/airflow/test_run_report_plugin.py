@@ -123,6 +123,28 @@ def test_finished_run_report_page_shows_report_json(engine_run):
         assert response.content == (engine_run / "report" / f"{name}.png").read_bytes()
 
 
+def test_the_report_shows_the_storage_requests_each_step_retried(engine_run, tmp_path):
+    """report.json's ``storage_retries`` (summed by the report from the steps' records,
+    tests/integration/engine/test_storage_faults.py) as a list by step and cause; a run
+    that retried nothing shows no section. Break: the template's section removed fails."""
+    run = tmp_path / "out" / "synthetic_rephrase" / engine_run.name
+    shutil.copytree(engine_run, run)
+    client = client_for(f"file://{run.parents[1]}")
+    url = f"/report?run={quote(f'file://{run}', safe='')}"
+    assert page(client.get(url)).xpath('//*[@id="storage-retries"]') == []
+    report_json = run / "report" / "report.json"
+    report = json.loads(report_json.read_text())
+    report["storage_retries"] = {"rephrase": {"throttled": 1234, "connection": 2},
+                                 "validate": {"server_error": 1}}
+    report_json.write_text(json.dumps(report))
+    items = page(client.get(url)).xpath('//*[@id="storage-retries"]/li')
+    assert [(li.get("data-step"), li.get("data-cause"), li.get("data-value"))
+            for li in items] == [("rephrase", "throttled", "1234"),
+                                 ("rephrase", "connection", "2"),
+                                 ("validate", "server_error", "1")]
+    assert items[0].text_content() == "rephrase: throttled: 1,234"
+
+
 def test_run_list_links_each_run_to_its_report(engine_run, in_progress_run):
     for run in (engine_run, in_progress_run):  # list one root holding both runs
         target = in_progress_run.parent / run.name
