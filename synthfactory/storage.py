@@ -189,10 +189,15 @@ def _write(url: str, write, size=None) -> None:
     except OSError as exc:  # unwritable, not a folder, disk full: name the target
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        if no_space(exc):
-            raise SynthfactoryError(f"{url}: cannot write ({full_disk(parent, size)})") from exc
+        _raise_if_full(exc, url, parent, size)
         reason = _file_in_the_way(parent) or _os_reason(exc)
         raise SynthfactoryError(f"{url}: cannot write ({reason})") from exc
+
+
+def _raise_if_full(exc: OSError, url: str, folder: str, size) -> None:
+    """A full disk as one line naming the file, the bytes it needs and those free."""
+    if no_space(exc):
+        raise SynthfactoryError(f"{url}: cannot write ({full_disk(folder, size)})") from exc
 
 
 def no_space(exc: OSError) -> bool:
@@ -213,11 +218,11 @@ def full_disk(folder: str, size) -> str:
 
 
 def _abort_uploads(path: str) -> None:
-    """Abort the multipart uploads of ``path`` that this write began and left unfinished:
-    pyarrow does not abort them when a part's upload fails for good, and S3 keeps (and
-    bills) their parts until someone does. Best effort: the write's own error is what the
-    caller must see; a bucket's lifecycle rule (AbortIncompleteMultipartUpload) is the
-    backstop for what a killed process leaves."""
+    """Abort every unfinished multipart upload of ``path`` (this write's, and any other
+    left on that key): pyarrow does not abort them when a part's upload fails for good,
+    and S3 keeps (and bills) their parts until someone does. Best effort: the write's own
+    error is what the caller must see; a bucket's lifecycle rule
+    (AbortIncompleteMultipartUpload) is the backstop for what a killed process leaves."""
     bucket, key = path.split("/", 1)
     with contextlib.suppress(Exception):
         client = _boto3_s3(_endpoint())
@@ -366,9 +371,7 @@ def create_bytes(url: str, data: bytes) -> None:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
-            if no_space(exc):
-                raise SynthfactoryError(
-                    f"{url}: cannot write ({full_disk(parent, lambda: len(data))})") from exc
+            _raise_if_full(exc, url, parent, lambda: len(data))
             raise
         try:
             os.link(tmp, path)

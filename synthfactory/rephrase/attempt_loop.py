@@ -19,6 +19,7 @@ from synthfactory.rephrase.checkpoint import (
     ShardParts,
 )
 from synthfactory.rephrase.engines import Completion, GenerationEngine
+from synthfactory.rephrase.part_writer import PartWriter
 from synthfactory.rephrase.progress import Progress
 from synthfactory.rephrase.replay.replayer import Replayer
 from synthfactory.rephrase.worker_options import WorkerOptions
@@ -89,6 +90,9 @@ def generate(prompts: pa.Table, pending: list[int],
     keys: dict[int, str | None] = {}  # row -> its attempt in flight's request key
     replayed: list[Completion] = []  # attempts found committed, answered at the next poll
 
+    # parts go to storage beside the generation, one at a time (part_writer.py)
+    writer = PartWriter(parts, metrics.checkpointed if metrics else None)
+
     def checkpoint(force: bool = False) -> None:
         """Parts of ``checkpoint_rows`` finished rows, as before attempts were kept, each
         with the attempts of its rows; the last part of a round also takes the attempts
@@ -112,105 +116,107 @@ def generate(prompts: pa.Table, pending: list[int],
                 (mine if t["row"] in rows or (last and t["row"] not in waiting)
                  else rest).append(t)
             tried = rest
-            _flush(batch, mine, parts, ids, templates, versions, model)
-            if metrics:
-                metrics.checkpointed()
+            _flush(batch, mine, writer, ids, templates, versions, model)
 
-    while queue or busy() or replayed:
-        room = options.max_in_flight - busy()
-        if queue and room > 0:
-            chunk = [queue.popleft() for _ in range(min(room, len(queue)))]
-            in_flight.update(chunk)
-            if replayer is not None:
-                for r in chunk:
-                    keys[r] = replayer.key(r, attempt_of[r],
-                                           sampling_of(r, attempt_of[r])).hex()
-                    hit = replayer.hit(r, attempt_of[r])
-                    if hit is not None:
-                        replayed.append(Completion(r, hit.text, hit.prompt_tokens,
-                                                   hit.output_tokens, hit.finish_reason,
-                                                   replayed_from=hit.locator))
-                found = {c.row for c in replayed}
-                chunk = [r for r in chunk if r not in found]
-            if chunk:
-                conversations = [[{"role": "system", "content": systems[r]},
-                                  {"role": "user", "content": users[r]}] for r in chunk]
-                extra = [request_sampling(ids[r], templates[r], attempt_of[r], seeded)
-                         for r in chunk]
-                the_engine = started()
-                for row in the_engine.submit(
-                        chunk, conversations,
-                        None if budgets is None else [budgets[r] for r in chunk],
-                        extra if any(extra) else None):
-                    in_flight.discard(row)
-                    finished.append({"row": row, "reason": f"{REJECTED}: "
-                                     + the_engine.rejections.get(row, "unknown")})
+    try:
+        while queue or busy() or replayed:
+            room = options.max_in_flight - busy()
+            if queue and room > 0:
+                chunk = [queue.popleft() for _ in range(min(room, len(queue)))]
+                in_flight.update(chunk)
+                if replayer is not None:
+                    for r in chunk:
+                        keys[r] = replayer.key(r, attempt_of[r],
+                                               sampling_of(r, attempt_of[r])).hex()
+                        hit = replayer.hit(r, attempt_of[r])
+                        if hit is not None:
+                            replayed.append(Completion(r, hit.text, hit.prompt_tokens,
+                                                       hit.output_tokens, hit.finish_reason,
+                                                       replayed_from=hit.locator))
+                    found = {c.row for c in replayed}
+                    chunk = [r for r in chunk if r not in found]
+                if chunk:
+                    conversations = [[{"role": "system", "content": systems[r]},
+                                      {"role": "user", "content": users[r]}] for r in chunk]
+                    extra = [request_sampling(ids[r], templates[r], attempt_of[r], seeded)
+                             for r in chunk]
+                    the_engine = started()
+                    for row in the_engine.submit(
+                            chunk, conversations,
+                            None if budgets is None else [budgets[r] for r in chunk],
+                            extra if any(extra) else None):
+                        in_flight.discard(row)
+                        finished.append({"row": row, "reason": f"{REJECTED}: "
+                                         + the_engine.rejections.get(row, "unknown")})
+                        if metrics:
+                            metrics.row(quarantined=REJECTED)
+            try:
+                completions, replayed = (live.poll() if live is not None else []) + replayed, []
+            except SynthfactoryError:
+                # the engine gave up (a server that never came back): save what finished,
+                # so the task's retry generates only the rest
+                checkpoint(force=True)
+                progress.close()
+                raise
+            for c in completions:
+                if c.row not in in_flight:  # an engine may answer twice
+                    continue
+                in_flight.discard(c.row)
+                row, attempt = c.row, attempt_of[c.row]
+                if c.rejection:  # the engine refused the request: the same one fails the same way
+                    finished.append({"row": row, "reason": f"{REJECTED}: {c.rejection}"})
+                    progress.update(1, c.output_tokens)
                     if metrics:
-                        metrics.row(quarantined=REJECTED)
-        try:
-            completions, replayed = (live.poll() if live is not None else []) + replayed, []
-        except SynthfactoryError:
-            # the engine gave up (a server that never came back): save what finished,
-            # so the task's retry generates only the rest
-            checkpoint(force=True)
-            progress.close()
-            raise
-        for c in completions:
-            if c.row not in in_flight:  # an engine may answer twice
-                continue
-            in_flight.discard(c.row)
-            row, attempt = c.row, attempt_of[c.row]
-            if c.rejection:  # the engine refused the request: the same one fails the same way
-                finished.append({"row": row, "reason": f"{REJECTED}: {c.rejection}"})
-                progress.update(1, c.output_tokens)
+                        metrics.row(c.output_tokens or 0, c.prompt_tokens or 0,
+                                    quarantined=REJECTED)
+                    continue
+                outcome = (judge.decide(users[row], templates[row], c.text, c.finish_reason,
+                                        c.output_tokens or 0, attempt) if judge
+                           else Outcome(None, True, c.text, c.finish_reason, c.output_tokens or 0))
+                kept = outcome.chosen and bool(c.text.strip())  # an empty last one is quarantined
+                tried.append({"row": row, "attempt": attempt, "output_text": c.text,
+                              "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
+                              "finish_reason": c.finish_reason, "reasons": outcome.reasons,
+                              "repair": outcome.repair, "chosen": kept,
+                              "sampling": sampling_of(row, attempt),
+                              "request_key": keys.pop(row, None),
+                              "replayed_from": c.replayed_from})
                 if metrics:
-                    metrics.row(c.output_tokens or 0, c.prompt_tokens or 0, quarantined=REJECTED)
-                continue
-            outcome = (judge.decide(users[row], templates[row], c.text, c.finish_reason,
-                                    c.output_tokens or 0, attempt) if judge
-                       else Outcome(None, True, c.text, c.finish_reason, c.output_tokens or 0))
-            kept = outcome.chosen and bool(c.text.strip())  # an empty last one is quarantined
-            tried.append({"row": row, "attempt": attempt, "output_text": c.text,
-                          "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
-                          "finish_reason": c.finish_reason, "reasons": outcome.reasons,
-                          "repair": outcome.repair, "chosen": kept,
-                          "sampling": sampling_of(row, attempt),
-                          "request_key": keys.pop(row, None),
-                          "replayed_from": c.replayed_from})
-            if metrics:
-                metrics.attempt(outcome.reasons or [], outcome.repair, c.output_tokens or 0,
-                                outcome.retry, replayed=c.replayed_from is not None)
-            if outcome.retry:
-                attempt_of[row] = attempt + 1
-                queue.append(row)
+                    metrics.attempt(outcome.reasons or [], outcome.repair, c.output_tokens or 0,
+                                    outcome.retry, replayed=c.replayed_from is not None)
+                if outcome.retry:
+                    attempt_of[row] = attempt + 1
+                    queue.append(row)
+                    if metrics:
+                        metrics.engine(busy(), progress.rate(), stats)
+                    continue
+                quarantined = None  # the metric's fixed reason; the row's may add the engine's
+                if kept:
+                    finished.append({"row": row, "output_text": outcome.text,
+                                     "prompt_tokens": c.prompt_tokens,
+                                     "output_tokens": c.output_tokens,
+                                     "finish_reason": outcome.finish_reason, "attempt": attempt,
+                                     "kept_tokens": outcome.kept_tokens})
+                else:
+                    quarantined = EMPTY
+                    finished.append({"row": row, "reason": EMPTY})
+                generated = 0 if c.replayed_from else c.output_tokens or 0  # the engine's
+                progress.update(1, generated)
                 if metrics:
-                    metrics.engine(busy(), progress.rate(), stats)
-                continue
-            quarantined = None  # the metric's fixed reason; the row's may add the engine's
-            if kept:
-                finished.append({"row": row, "output_text": outcome.text,
-                                 "prompt_tokens": c.prompt_tokens,
-                                 "output_tokens": c.output_tokens,
-                                 "finish_reason": outcome.finish_reason, "attempt": attempt,
-                                 "kept_tokens": outcome.kept_tokens})
-            else:
-                quarantined = EMPTY
-                finished.append({"row": row, "reason": EMPTY})
-            generated = 0 if c.replayed_from else c.output_tokens or 0  # the engine's
-            progress.update(1, generated)
+                    metrics.row(generated, c.prompt_tokens or 0, quarantined=quarantined)
             if metrics:
-                metrics.row(generated, c.prompt_tokens or 0, quarantined=quarantined)
-        if metrics:
-            metrics.engine(busy(), progress.rate(), stats)
-        checkpoint()
-    checkpoint(force=True)
+                metrics.engine(busy(), progress.rate(), stats)
+            checkpoint()
+        checkpoint(force=True)
+    finally:  # every part handed over is on storage, whatever stopped the loop
+        writer.close()
     if metrics and stats is not None:
         metrics.sample_engine(stats, force=True)  # the shard's end: its final figures
     progress.close()
     return live
 
 
-def _flush(batch: list[dict], tried: list[dict], parts: ShardParts, ids, templates,
+def _flush(batch: list[dict], tried: list[dict], writer: PartWriter, ids, templates,
            versions, model: str) -> None:
     batch = sorted(batch, key=lambda r: r["row"])
     good = [r for r in batch if "reason" not in r]
@@ -241,7 +247,7 @@ def _flush(batch: list[dict], tried: list[dict], parts: ShardParts, ids, templat
         **{column: [r[column] for r in tried] for column in ATTEMPTS_SCHEMA.names
            if column not in ("id", "template_id")},
     }, schema=ATTEMPTS_SCHEMA)
-    parts.write(generated, quarantined, attempts)
+    writer.write(generated, quarantined, attempts)
 
 
 def served_model(engine: GenerationEngine | None, options: WorkerOptions) -> str:
