@@ -11,6 +11,7 @@ step's summary: it is printed as the last line of stdout and written to the resu
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
@@ -23,6 +24,7 @@ from synthfactory.cli_alias import deprecated_flag
 from synthfactory.contract import (
     DEBUG_ENV,
     EXIT_DONE,
+    EXIT_PERMANENT,
     EXIT_RETRYABLE,
     EXIT_USAGE,
     PUSHGATEWAY_ENV,
@@ -192,15 +194,45 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"synthfactory {name}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug or an input we did not foresee: still one line
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return _unforeseen(exc, prefix, debug)
+        # a full scratch folder (the export's temp files, a library's cache): the
+        # storage layer names its own files' (storage.full_disk); this names any other.
+        # Not retried: a full disk stays full until someone acts.
         if debug:
             traceback.print_exc()
-            print(f"{prefix} {one_line(exc)}", file=sys.stderr)
-        else:
-            print(f"{prefix} {one_line(exc)} (rerun with {DEBUG_FLAG} for the traceback)",
-                  file=sys.stderr)
-        return EXIT_RETRYABLE
+        print(f"{prefix} {_full_disk_line(exc)}", file=sys.stderr)
+        return EXIT_PERMANENT
+    except Exception as exc:  # a bug or an input we did not foresee: still one line
+        return _unforeseen(exc, prefix, debug)
     return EXIT_DONE
+
+
+def _unforeseen(exc: BaseException, prefix: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+        print(f"{prefix} {one_line(exc)}", file=sys.stderr)
+    else:
+        print(f"{prefix} {one_line(exc)} (rerun with {DEBUG_FLAG} for the traceback)",
+              file=sys.stderr)
+    return EXIT_RETRYABLE
+
+
+def _full_disk_line(exc: OSError) -> str:
+    """``{path}: no space left on the disk: {free} bytes are free in {folder}``."""
+    path = exc.filename or exc.filename2
+    if not path:
+        return f"no space left on a disk ({one_line(exc)})"
+    folder = os.path.dirname(os.path.abspath(str(path)))
+    while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        stat = os.statvfs(folder)
+        free = f"{stat.f_bavail * stat.f_frsize:,} bytes are free in {folder}"
+    except OSError:
+        free = f"under {folder}"
+    return f"{path}: cannot write (no space left on the disk: {free})"
 
 
 if __name__ == "__main__":

@@ -5,14 +5,18 @@ The plan is here, whole; what runs on the executors for it is beside it: the chu
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import os
+import sys
 from collections import Counter
 from functools import partial
 
 import pyarrow as pa
 
 from synthfactory import storage
-from synthfactory.contract import RUN_FORMAT, ShardsJson
+from synthfactory.contract import DEBUG_ENV, RUN_FORMAT, ShardsJson
 from synthfactory.contract.flag_types import AUTO
 from synthfactory.errors import SynthfactoryError
 from synthfactory.faults import pause_point
@@ -27,6 +31,20 @@ READER_DDL = ("id string, text string, quality double, source string, source_row
               "reason string, domain string")
 
 
+def broadcast(spark, value):
+    """``sparkContext.broadcast(value)``, without the traceback pyspark prints to stderr
+    when the value cannot be written to its local folder (a full disk): the failure is
+    still raised, and the command says it in one line (spark_errors.spark_failure)."""
+    quiet = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(quiet):
+            return spark.sparkContext.broadcast(value)
+    except Exception:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            sys.stderr.write(quiet.getvalue())
+        raise
+
+
 def stitch(cfg: StitchConfig, spark) -> ShardsJson:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -35,7 +53,7 @@ def stitch(cfg: StitchConfig, spark) -> ShardsJson:
 
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.partitions))
     tok_json = tokens.tokenizer_json(cfg.model_dir)
-    bc_tok = spark.sparkContext.broadcast(tok_json)
+    bc_tok = broadcast(spark, tok_json)
 
     @pandas_udf("long")
     def doc_tokens(text):  # a pandas Series in, one Rust batch call per Arrow batch

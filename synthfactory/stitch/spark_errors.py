@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import tempfile
 
 from synthfactory.contract import DEBUG_ENV
 from synthfactory.errors import (
@@ -36,6 +37,8 @@ _TRANSIENT_PYTHON = re.compile(
     r"^(?:[\w.]*\.)?(?:OSError|IOError|\w*ConnectionError|ConnectionResetError|"
     r"BrokenPipeError|\w*Timeout\w*|MemoryError):")
 MAX_REASON = 400
+# a full disk, whichever side met it: Python's errno, Java's IOException
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|ENOSPC")
 
 
 def check_master(master: str) -> None:
@@ -53,9 +56,30 @@ def spark_failure(exc: BaseException, manifest: str) -> SynthfactoryError:
     ours = our_error(exc)
     if ours is not None:
         return ours
+    if _NO_SPACE.search(str(exc)):  # Spark's local folder (shuffle, broadcast) is full
+        return SynthfactoryError(f"--manifest {manifest}: the Spark job failed "
+                                 f"({spark_reason(exc)}): {local_folders_full()}")
     kind = RetryableError if may_pass_on_retry(exc) else SynthfactoryError
     return kind(f"--manifest {manifest}: the Spark job failed ({spark_reason(exc)}; "
                 "rerun with --debug for Spark's task log)")
+
+
+def local_folders_full() -> str:
+    """Spark's local folders (SPARK_LOCAL_DIRS, else the temp folder) and the bytes free
+    in each. Not retried (a SynthfactoryError): a full disk stays full until someone acts,
+    and each of Airflow's retries would fill it again."""
+    named = os.environ.get("SPARK_LOCAL_DIRS", "")
+    folders = [f for f in named.split(",") if f] or [tempfile.gettempdir()]
+    free = []
+    for folder in folders:
+        try:
+            stat = os.statvfs(folder)
+            free.append(f"{stat.f_bavail * stat.f_frsize:,} bytes are free in {folder}")
+        except OSError:
+            free.append(f"{folder} cannot be read")
+    source = "SPARK_LOCAL_DIRS" if named else "the temp folder: set SPARK_LOCAL_DIRS"
+    return (f"no space left on the disk of Spark's local folder ({source}): "
+            + "; ".join(free))
 
 
 def our_error(exc: BaseException) -> SynthfactoryError | None:

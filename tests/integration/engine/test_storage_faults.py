@@ -213,3 +213,38 @@ def test_a_step_under_throttling_shows_its_retries_to_the_user(s3, monkeypatch, 
     assert set(counted) == {"throttled"}  # only 503s were answered
     assert pushed == [counted["throttled"]]
     assert recorded(run) == {"rephrase": counted}
+
+
+def test_a_full_spark_local_folder_fails_stitch_once_naming_it(tmp_path):
+    """Spark's local folder (SPARK_LOCAL_DIRS: its shuffle files and broadcasts) on a
+    full tmpfs: the stitch fails with one line that names the folder and the bytes free,
+    exit 3, and no traceback. Before, pyspark printed the broadcast's traceback itself and
+    the failure was retried (exit 1): a full disk stays full, each retry fails alike."""
+    def cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "synthfactory.cli", *argv],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **env})
+
+    corpus, run = f"file://{tmp_path}/corpus", f"file://{tmp_path}/run"
+    assert cli("corpus", "--out", corpus, "--days", "1", "--docs-per-day", "8",
+               "--end-date", "2026-01-01").returncode == 0
+    crawled = cli("crawl", "--source", corpus, "--out", f"{run}/manifest",
+                  "--interval-start", "2026-01-01T00:00:00+00:00",
+                  "--interval-end", "2026-01-02T00:00:00+00:00",
+                  "--partition-template", "dt={ds}")
+    assert crawled.returncode == 0, crawled.stderr[-2000:]
+    from synthfactory.model import default_model_dir
+
+    with small_disk(tmp_path / "spark-local", size="256k") as disk:
+        storage.write_bytes(f"file://{disk}/filler", b"\0" * (252 << 10))
+        proc = cli("stitch", "--manifest", f"{run}/manifest", "--run", run,
+                   "--templates", "qa", "--shard-tokens", "2048", "--max-model-len", "1024",
+                   "--model", str(default_model_dir()), "--master", "local[1]",
+                   "--partitions", "1", SPARK_LOCAL_DIRS=str(disk))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"synthfactory stitch: error: --manifest {run}/manifest: the "
+                           "Spark job failed ("), line
+    assert "): no space left on the disk of Spark's local folder (SPARK_LOCAL_DIRS): " in line
+    assert line.endswith(f" bytes are free in {disk}"), line

@@ -613,6 +613,36 @@ def test_interrupt_exits_130(monkeypatch, capsys):
     assert last_line(capsys.readouterr().err) == "synthfactory plan: interrupted"
 
 
+def test_a_full_scratch_disk_anywhere_is_one_line_naming_it_not_retried(monkeypatch, capsys,
+                                                                          tmp_path):
+    """A library's write into a full scratch folder (the export's temp files, a cache):
+    ENOSPC that storage.py did not see still ends in one line that names the file and the
+    bytes free where it was going, exit 3 (a full disk stays full until someone acts),
+    not the catch-all's retryable exit 1. Any other OSError stays the catch-all's."""
+    import errno
+
+    import synthfactory.plan as plan
+
+    target = tmp_path / "scratch" / "datasets-cache.arrow"
+    raised = [OSError(errno.ENOSPC, "No space left on device", str(target))]
+
+    def run(args):
+        raise raised[0]
+
+    monkeypatch.setattr(plan, "run", run)
+    monkeypatch.setenv("SYNTHFACTORY_DEBUG", "0")
+    argv = ["plan", "--run", "file:///nowhere", "--max-shard-groups", "1"]
+    assert cli.main(argv) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = last_line(err)
+    assert line.startswith(f"synthfactory plan: error: {target}: cannot write (no space "
+                           "left on the disk: "), line
+    assert line.endswith(f" bytes are free in {tmp_path})"), line  # the folder that exists
+    raised[0] = OSError(errno.EACCES, "Permission denied", str(target))
+    assert cli.main(argv) == 1
+
+
 def test_bad_option_is_still_argparse_usage(capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["plan", "--run", "x", "--max-shard-groups", "zero"])
