@@ -1,5 +1,6 @@
 """Faults of the wire, made on purpose in front of a real server (moto, the OpenAI
-server): what S3 and networks do at scale, at the HTTP level, so that every client meets
+server; PostgreSQL through ``TcpProxy`` below HTTP): what S3 and networks do at scale,
+at the HTTP level, so that every client meets
 them alike: pyarrow's C++ S3 client, boto3, and Spark's Python workers.
 
 - throttling: 503 SlowDown (and 500 InternalError) answers, as a burst (``fail_first``)
@@ -213,3 +214,61 @@ class WireFaults:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class TcpProxy:
+    """Faults below HTTP: a TCP forwarder (to PostgreSQL, say) that can cut every
+    connection, as a network partition or a database failover does, and be restored;
+    ``cut`` closes the connections it holds and refuses new ones until ``restore``."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.up = True
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self.up = False
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.sockets.clear()
+
+    def restore(self) -> None:
+        self.up = True
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()

@@ -18,10 +18,8 @@ import datetime as dt
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -35,7 +33,7 @@ from synthfactory.model import default_model_dir, is_ready
 from synthfactory.rephrase.engines import EchoEngine
 from synthfactory.rephrase.worker import WorkerOptions, read_commit, rephrase_shard
 from tests.support.moto import moto_s3
-from tests.support.wire_faults import WireFaults
+from tests.support.wire_faults import TcpProxy, WireFaults
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not is_ready(default_model_dir()), reason="run `synthfactory model prepare` (make setup)")]
@@ -318,63 +316,6 @@ def test_stitch_reads_survive_s3_throttling_and_5xx(s3, monkeypatch, tmp_path):
     assert len({doc for doc, *_ in faulted_rows}) == faulted["prompt_rows"] == 12
     assert faulted_rows == prompts(f"{day_run}/clean")
     assert clean["prompt_rows"] == 12
-
-
-class TcpProxy:
-    """A TCP forwarder to PostgreSQL that can cut every connection, as a network
-    partition or a database failover does, and be restored."""
-
-    def __init__(self, upstream: tuple[str, int]):
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.up = True
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.up:
-                client.close()
-                continue
-            server = socket.create_connection(self.upstream)
-            self.sockets += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def cut(self) -> None:
-        self.up = False
-        for s in self.sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.sockets.clear()
-
-    def restore(self) -> None:
-        self.up = True
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 def test_catalog_database_cut_during_register(tmp_path):

@@ -26,6 +26,7 @@ from synthfactory.stitch.templates import load_template
 from tests.support.endpoint_proxy import FaultProxy
 from tests.support.openai_server import SERVED_NAME, VllmServer
 from tests.support.shards import write_real_prompt_shard
+from tests.support.wire_faults import WireFaults
 
 pytestmark = [
     pytest.mark.slow,
@@ -126,6 +127,24 @@ def test_commits_through_429_and_503_answers_exactly_once_with_the_served_model(
                                                  f"{p['name']}") for p in commit["parts"]])
     assert set(texts.column("model").to_pylist()) == {SERVED_NAME}
     assert sum(len(t.split()) >= 3 for t in texts.column("output_text").to_pylist()) >= ROWS // 2
+
+
+def test_answers_reset_mid_body_are_retried_and_commit_exactly_once(server, tmp_path):
+    """The connection reset after the server did the work: a fifth of the chat completion
+    answers are cut 64 bytes in with a TCP RST (support/wire_faults.py), as a gateway or
+    a load balancer that drops connections does. Each is retried (counted under
+    ``connection``, one for each reset) and the shard commits every row once. Break: the
+    endpoint engine not retrying a TransportError fails the step."""
+    run = tmp_path / "run"
+    shard = write_real_prompt_shard(run, ROWS)
+    with WireFaults(server.port, reset="response", reset_rate=0.2, reset_after=64,
+                    methods=("POST",), seed=5) as proxy:
+        summary = _ok(_run(_argv(shard, proxy.endpoint), tmp_path / "r.json"),
+                      tmp_path / "r.json")
+    assert proxy.resets > 0
+    assert summary["endpoint"]["retries"] == {"connection": proxy.resets}
+    assert summary["shards"][0]["status"] == "committed"
+    _exactly_once(run)
 
 
 def test_sweep_over_the_endpoint_measures_max_in_flight_against_the_defaults(server,
