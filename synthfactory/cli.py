@@ -95,12 +95,13 @@ def _step_metrics(name: str):
     return step_metrics(name)
 
 
-def _record_retries(name: str, args: argparse.Namespace, summary, outcome: str) -> None:
+def _record_retries(name: str, args: argparse.Namespace, summary, outcome: str,
+                    before: dict[str, int]) -> None:
     """A step that retried storage requests leaves their counts in its run folder
     (``storage_retries/``), done or failed, for report.json and the Run report; a step
     that retried none writes nothing. Best effort: the storage may be what is failing."""
     counts = (summary.get("storage_retries") if isinstance(summary, dict) else None
-              ) or storage_retries.counts()
+              ) or storage_retries.since(before)
     run = _run_of(name, args)
     if not counts or not run:
         return
@@ -169,19 +170,20 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(name).parse_args(rest)
         metrics = _step_metrics(name)
         summary, outcome = None, "failed"
+        before = storage_retries.counts()  # this step's own, when main runs in-process again
         try:
             summary = module.run(args)
             outcome = "done"
             if isinstance(summary, dict) and name in STEPS:
                 summary["storage_retries"] = storage_retries.add(
-                    summary.get("storage_retries") or {}, storage_retries.counts())
+                    summary.get("storage_retries") or {}, storage_retries.since(before))
             if metrics is not None:
                 metrics.finished(summary)
         finally:
             if metrics is not None:
                 metrics.close()  # the last push, done or failed
             if name in STEPS:
-                _record_retries(name, args, summary, outcome)
+                _record_retries(name, args, summary, outcome, before)
         try:
             publish(summary if summary is not None else {})
         except BrokenPipeError:  # `synthfactory ... | head` closed stdout: not an error

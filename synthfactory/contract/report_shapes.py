@@ -253,8 +253,9 @@ class ReportJson(TypedDict):
     token_yield: ReportTokenYield
     attempts: NotRequired[ReportAttempts]  # absent in reports from before docs/adr/0141
     replay: NotRequired[ReportReplay]  # absent in reports from before docs/adr/0150
-    # {step: {cause: storage requests tried again}}; absent where no step retried one
-    storage_retries: NotRequired[dict[str, dict[str, int]]]  # docs/adr/0155
+    # {step: {cause: storage requests tried again}}, {} where none was; absent in reports
+    # from before docs/adr/0155
+    storage_retries: NotRequired[dict[str, dict[str, int]]]
     figures: dict[str, str]  # figure name -> PNG file name beside report.json
     dag_id: NotRequired[str | None]  # the three set by `synthfactory report`
     airflow_run_id: NotRequired[str | None]

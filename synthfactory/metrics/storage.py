@@ -20,13 +20,14 @@ class StorageRetries:
 
     def __init__(self, labels: Mapping[str, str], step: str) -> None:
         self.labels = {**labels, "step": step}
+        self.before = storage_retries.counts()  # the step's own, from its start
 
     def collect(self):
         family = CounterMetricFamily(NAME, "storage requests tried again, by cause: "
                                            "throttled (503, 429), server_error (other "
                                            "5xx), connection (reset, timeout)",
                                      labels=[*self.labels, "cause"])
-        counts = storage_retries.counts()
+        counts = storage_retries.since(self.before)
         for cause in storage_retries.CAUSES:
             family.add_metric([*self.labels.values(), cause], counts.get(cause, 0))
         yield family

@@ -92,9 +92,7 @@ def collect(run_url: str, gpu_hour_usd: float) -> tuple[ReportJson, Lengths]:
         examples=_examples(layout, plan),
         rejected_examples=_rejected_examples(layout, files),
     )
-    retries = storage_retries(folder.run_url)
-    if retries:
-        report["storage_retries"] = retries
+    report["storage_retries"] = storage_retries(folder.run_url)  # {} where none retried
     return report, lengths
 
 

@@ -6,8 +6,10 @@ holds) is tests/integration/airflow/test_run_metrics_live.py.
 
 The worker is `synthfactory rephrase` as its task runs it (the echo engine, 3 rows in flight,
 a part every 3 rows, 12 rows), paused with SYNTHFACTORY_PAUSE_AT=rephrase:part-written: its
-first part is written, 3 rows are done, 9 left, nothing in flight (a worker stuck writing
-its part: its GPU idle); its pusher thread goes on pushing (a stuck worker, not a dead
+first part is written and its part writer stuck there; the loop generated the next part's
+3 rows meanwhile and waits to hand them over (rephrase/part_writer.py: one part in
+flight), so 6 rows are done, 6 left, nothing in flight (a worker stuck writing its part:
+its GPU idle); its pusher thread goes on pushing (a stuck worker, not a dead
 one). Then it is SIGKILLed at the pause: its pushes stop (a worker OOM-killed, its node
 lost).
 
@@ -131,10 +133,11 @@ def test_a_paused_worker_stalls_its_shard_and_idles_its_gpu_then_stops_pushing(p
             return marker.exists()
 
         _until("the worker reaches its pause point", paused)
-        # paused: its first part written, 3 rows done, 9 left, nothing in flight
+        # paused: its first part written, the next generated and waiting to be handed
+        # over, 6 rows done, 6 left, nothing in flight
         done = f'synthfactory_rephrase_rows_done{{run_id="{LABELS["run_id"]}"}}'
         _until("Prometheus scrapes the paused worker's figures",
-               lambda: [float(s["value"][1]) for s in query(url, done)] == [PART_ROWS],
+               lambda: [float(s["value"][1]) for s in query(url, done)] == [2 * PART_ROWS],
                lambda: query(url, done))
         _until("the stall expression holds",
                lambda: bool(_of_run(query(url, _expression("SynthfactoryShardStalled")))))
